@@ -1,0 +1,114 @@
+"""The controller's shared state (an os-ken context): model, circuit map, failed links, switches.
+
+The ECS app and the CNC app both hold this object (os-ken `_CONTEXTS`), so there is one circuit
+map and one set of failed links in the controller. It keeps, per switch, the flows that are
+installed, and programs only the difference when the desired set changes (a reconfiguration
+touches a few rules, not the whole fabric). Every change is logged with a timestamp so the
+paper's control sequence (TC -> CCC -> ECS -> CNC -> start) can be read back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+from os_ken import cfg
+
+from controller.routing import Flow, LinkKey, compute_paths, switch_flows
+from controller.tc import Circuits, initial_circuits, recircuit
+from topologies.build import load_network
+from topologies.model import Network, Role
+
+LOG = logging.getLogger(__name__)
+
+cfg.CONF.register_cli_opts(
+    [
+        cfg.StrOpt("topology", help="topology YAML file (the shared model)"),
+        cfg.IntOpt("channel-port", default=0, help="loopback TCP port of the control channel"),
+        cfg.StrOpt("event-log", default="", help="JSONL file of timestamped control events"),
+    ]
+)
+
+
+class Fabric:
+    """Model + circuits + failed links, and the flows each connected switch holds."""
+
+    def __init__(self, net: Network | None = None, event_log: str | None = None) -> None:
+        self.net = net or load_network(cfg.CONF.topology)
+        self.lock = threading.RLock()
+        self.circuits: Circuits = initial_circuits(self.net)
+        self.down: set[LinkKey] = set()
+        self.datapaths: dict[str, object] = {}  # switch name -> os-ken Datapath
+        self.installed: dict[str, set[Flow]] = {}
+        self.synced: set[str] = set()
+        self.by_dpid = {n.dpid: n.name for n in self.net.switches()}
+        self.events: list[dict] = []
+        path = event_log if event_log is not None else cfg.CONF.event_log
+        self._log_file = Path(path) if path else None
+        self.programmers: dict[Role, object] = {}  # role of switch -> app that programs it
+        self.desired: dict[str, set[Flow]] = {}
+        self.recompute()
+
+    # --- events -----------------------------------------------------------------------------
+    def log(self, event: str, **fields: object) -> dict:
+        """Record a timestamped control event (also appended to the JSONL event log)."""
+        rec = {"t": time.time(), "event": event, **fields}
+        with self.lock:
+            self.events.append(rec)
+            if self._log_file:
+                with self._log_file.open("a") as f:
+                    f.write(json.dumps(rec) + "\n")
+        LOG.info("%s %s", event, fields)
+        return rec
+
+    # --- desired state ----------------------------------------------------------------------
+    def recompute(self) -> dict[str, set[Flow]]:
+        """Desired flows of every switch from the current circuits and failed links."""
+        with self.lock:
+            paths = compute_paths(self.net, self.circuits, self.down)
+            self.desired = switch_flows(self.net, self.circuits, paths)
+            return self.desired
+
+    def reconfigure(self, worker: str, tor: str) -> Circuits:
+        """TC step: the circuit map with `worker` moved to `tor` (not yet programmed)."""
+        with self.lock:
+            self.circuits = recircuit(self.net, self.circuits, worker, tor, frozenset(self.down))
+            return self.circuits
+
+    def set_link(self, a: str, b: str, up: bool) -> list[LinkKey]:
+        """Mark every cable between a and b failed or repaired; returns the links touched."""
+        keys = [ln.key for ln in self.net.links_between(a, b)]
+        if not keys:
+            raise ValueError(f"no link between {a} and {b}")
+        with self.lock:
+            if up:
+                self.down.difference_update(keys)
+            else:
+                self.down.update(keys)
+        return keys
+
+    def state(self) -> dict:
+        """JSON-able view of the circuit map and failed links (read by the testbed and users)."""
+        from controller.tc import deployment
+
+        with self.lock:
+            return {
+                "circuits": {w: ln.b for w, ln in sorted(self.circuits.items())},
+                "circuit_links": {w: list(ln.key) for w, ln in sorted(self.circuits.items())},
+                "deployment": {str(m): d for m, d in deployment(self.net, self.circuits).items()},
+                "down": sorted(list(k) for k in self.down),
+            }
+
+    def status(self) -> dict:
+        with self.lock:
+            names = set(self.by_dpid.values())
+            return {
+                "ready": self.synced >= names,
+                "switches": len(names),
+                "connected": len(self.datapaths),
+                "synced": len(self.synced & names),
+                "missing": sorted(names - self.synced),
+            }

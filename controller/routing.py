@@ -1,0 +1,193 @@
+"""Central routing (CNC): paths for every host pair, and what to install on switches and hosts.
+
+Pure functions of (model, circuit map, failed links), so the os-ken apps, the testbed (which sets
+routes inside multi-NIC hosts) and the BCT model all see the same paths.
+
+- The ECS is transparent: a circuit is a logical link worker <-> ToR port.
+- Candidates for a pair are all shortest paths, expanded over parallel links (ECMP; for two
+  PSNet modules these are the R disjoint SuperNode links). Hosts never carry transit traffic
+  except BCube servers, which relay as BCube does.
+- Strategy `hashed` picks a candidate by a seeded hash of (src, dst), as ECMP hashes flows (a TF
+  job keeps one connection per worker-PS pair, so per pair = per flow); `balanced` picks the
+  least-loaded candidate, intended (worker<->PS) pairs first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import networkx as nx
+
+from controller.tc import Circuits, worker_link
+from topologies.model import Network, Role
+
+#: flow priorities and cookies (named, so dumps can be read and rules deleted by owner)
+PRIO_ROUTE = 100
+PRIO_CIRCUIT = 100
+PRIO_L2 = 50
+COOKIE_ROUTE = 0x10
+COOKIE_CIRCUIT = 0x20
+COOKIE_L2 = 0x30
+
+LinkKey = tuple[str, int, str, int]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One node of a path with the ports it is entered and left by (None at the ends)."""
+
+    node: str
+    in_port: int | None
+    out_port: int | None
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A flow rule as plain data: what an OpenFlow switch must hold, comparable and hashable."""
+
+    priority: int
+    cookie: int
+    match: tuple[tuple[str, object], ...]
+    out_port: int
+
+
+@dataclass(frozen=True)
+class HostRoute:
+    """Inside a host: reach `dst_ip` out of `intf`, with `mac` as the static neighbour entry."""
+
+    dst_ip: str
+    intf: str
+    mac: str
+
+
+def routing_graph(net: Network, circuits: Circuits, down: Iterable[LinkKey] = ()) -> nx.MultiGraph:
+    """Working links as edges (attribute `ports`: node -> port); ECS circuits as worker-ToR edges."""
+    dead = set(down)
+    g = nx.MultiGraph()
+    for n in net.nodes.values():
+        if n.role != Role.ECS:
+            g.add_node(n.name)
+    for ln in net.links:
+        if ln.key in dead or net.nodes[ln.a].role == Role.ECS or net.nodes[ln.b].role == Role.ECS:
+            continue
+        g.add_edge(ln.a, ln.b, key=ln.key, ports={ln.a: ln.port_a, ln.b: ln.port_b}, link=ln)
+    for worker, slot in circuits.items():
+        wl = worker_link(net, worker)
+        if wl.key in dead or slot.key in dead:
+            continue
+        tor = slot.b
+        g.add_edge(worker, tor, key=("circuit", worker), ports={worker: wl.port_a, tor: slot.port_b}, link=slot)
+    return g
+
+
+def _candidates(g: nx.MultiGraph, transit: set[str], src: str, dst: str) -> list[list[Hop]]:
+    view = g.subgraph(transit | {src, dst})
+    try:
+        node_paths = sorted(nx.all_shortest_paths(view, src, dst))
+    except (nx.NetworkXNoPath, nx.NodeNotFound):
+        return []
+    out = []
+    for nodes in node_paths:
+        choices = [sorted(view[u][v].items(), key=lambda kv: str(kv[0])) for u, v in itertools.pairwise(nodes)]
+        for edges in itertools.product(*choices):
+            hops = []
+            for i, node in enumerate(nodes):
+                inp = edges[i - 1][1]["ports"][node] if i > 0 else None
+                outp = edges[i][1]["ports"][node] if i < len(edges) else None
+                hops.append(Hop(node, inp, outp))
+            out.append(hops)
+    return out
+
+
+def _edges(path: list[Hop]) -> list[tuple[str, int]]:
+    return [(h.node, h.out_port) for h in path[:-1]]  # directed link = (node, out port)
+
+
+def compute_paths(
+    net: Network, circuits: Circuits, down: Iterable[LinkKey] = (), pairs: Iterable[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], list[Hop]]:
+    """The chosen path of every (src, dst) host pair that is connected (intended pairs first)."""
+    g = routing_graph(net, circuits, down)
+    transit = {n.name for n in net.nodes.values() if (not n.is_host or n.relay) and n.role != Role.ECS}
+    hosts = [h.name for h in net.hosts()]
+    intended = net.intended_pairs()
+    wanted = list(pairs) if pairs is not None else intended + [
+        (a, b) for a in hosts for b in hosts if a != b and (a, b) not in set(intended)
+    ]
+    strategy = net.spec.routing
+    load: Counter = Counter()
+    chosen: dict[tuple[str, str], list[Hop]] = {}
+    for src, dst in wanted:
+        cands = _candidates(g, transit, src, dst)
+        if not cands:
+            continue
+        if strategy == "hashed":
+            pick = cands[zlib.crc32(f"{src}>{dst}>{net.spec.seed}".encode()) % len(cands)]
+        else:
+            pick = min(cands, key=lambda p: (max(load[e] for e in _edges(p)), sum(load[e] for e in _edges(p))))
+        load.update(_edges(pick))
+        chosen[(src, dst)] = pick
+    return chosen
+
+
+def _ip(net: Network, name: str) -> str:
+    return net.nodes[name].ip
+
+
+def switch_flows(net: Network, circuits: Circuits, paths: dict[tuple[str, str], list[Hop]]) -> dict[str, set[Flow]]:
+    """Every switch's rules: circuits on ECSs, (src, dst) IPv4 routes or BCube L2 rules elsewhere."""
+    flows: dict[str, set[Flow]] = {n.name: set() for n in net.switches()}
+    for worker, slot in circuits.items():
+        wl = worker_link(net, worker)
+        ecs, wp, tp = wl.b, wl.port_b, slot.port_a
+        flows[ecs].add(Flow(PRIO_CIRCUIT, COOKIE_CIRCUIT, (("in_port", wp),), tp))
+        flows[ecs].add(Flow(PRIO_CIRCUIT, COOKIE_CIRCUIT, (("in_port", tp),), wp))
+    if net.kind == "bcube":  # switches forward to the next server's NIC by its MAC
+        for ln in net.links:
+            host, sw = (ln.a, ln.b) if net.nodes[ln.a].is_host else (ln.b, ln.a)
+            mac = net.mac(host, ln.port_of(host))
+            flows[sw].add(Flow(PRIO_L2, COOKIE_L2, (("eth_dst", mac),), ln.port_of(sw)))
+        return flows
+    for (src, dst), path in paths.items():
+        match = (("eth_type", 0x0800), ("ipv4_src", _ip(net, src)), ("ipv4_dst", _ip(net, dst)))
+        for hop in path[1:-1]:
+            flows[hop.node].add(Flow(PRIO_ROUTE, COOKIE_ROUTE, match, hop.out_port))
+    return flows
+
+
+def host_routes(net: Network, paths: dict[tuple[str, str], list[Hop]]) -> dict[str, list[HostRoute]]:
+    """Per host and destination: the interface of the path's first hop and the next host's MAC.
+
+    For a PSNet PS this is the NIC on the worker's current ToR; for a BCube server the NIC toward
+    the next relay. Single-NIC hosts get their static neighbours the same way (no ARP at all).
+    """
+    out: dict[str, list[HostRoute]] = {h.name: [] for h in net.hosts()}
+    for (src, dst), path in paths.items():
+        nxt = next(i for i, h in enumerate(path) if i > 0 and net.nodes[h.node].is_host)
+        nhop = path[nxt]
+        out[src].append(HostRoute(_ip(net, dst), f"{src}-eth{path[0].out_port}", net.mac(nhop.node, nhop.in_port)))
+    return out
+
+
+def taken_path(net: Network, paths: dict[tuple[str, str], list[Hop]], src: str, dst: str) -> list[Hop]:
+    """The path packets really follow: for BCube, each relay uses its own next hop to `dst`."""
+    path = paths[(src, dst)]
+    for i, hop in enumerate(path[1:-1], start=1):
+        if net.nodes[hop.node].is_host:
+            rest = taken_path(net, paths, hop.node, dst)
+            return path[:i] + [Hop(hop.node, hop.in_port, rest[0].out_port)] + rest[1:]
+    return path
+
+
+def link_loads(net: Network, paths: dict[tuple[str, str], list[Hop]], pairs: Iterable[tuple[str, str]]) -> Counter:
+    """Concurrent flows per directed link (node, out port) over the given pairs: Eq. 7's C."""
+    load: Counter = Counter()
+    for pair in pairs:
+        if pair in paths:
+            load.update(_edges(taken_path(net, paths, *pair)))
+    return load
+

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian 12 machine for psnet-testbed (run as root):
+# apt packages, Open vSwitch started (userspace datapath: this kernel has no OVS module),
+# and an isolated venv in .venv with Debian's Mininet linked in and the pinned PyPI packages.
+# A second run on a ready machine only checks, and finishes in seconds.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+venv="$top/.venv"
+apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps)
+
+log() { printf 'setup: %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: run as root (sudo scripts/setup.sh): Mininet and OVS need it" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing apt packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then
+  log "starting Open vSwitch"
+  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random --no-monitor start >/dev/null 2>&1 || true
+  ovs-vsctl --timeout=5 show >/dev/null || { echo "setup: Open vSwitch did not start" >&2; exit 1; }
+fi
+
+# Debian's interpreter, since apt's Mininet module is built for it; isolated venv (not
+# --system-site-packages: Debian's old cryptography breaks paramiko/eventlet after TF).
+py=/usr/bin/python3
+stamp="$venv/.requirements.sha"
+want=$(cat "$top/requirements.txt" "$top/setup.py" | sha256sum | cut -d' ' -f1)
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating venv $venv"
+  "$py" -m venv "$venv"
+fi
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+ln -sfn /usr/lib/python3/dist-packages/mininet "$site/mininet"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing Python packages (first time: a few minutes, TensorFlow is large)"
+  "$venv/bin/pip" install -q --upgrade pip
+  "$venv/bin/pip" install -q -r "$top/requirements.txt"
+  "$venv/bin/pip" install -q --no-deps -e "$top"
+  echo "$want" > "$stamp"
+fi
+log "ready: $venv/bin/testbed"

@@ -1,0 +1,91 @@
+"""`testbed doctor`: is this machine able to emulate? Each check says what is missing in plain words.
+
+Kernel features are probed, not assumed: a veth pair in the root namespace takes an HTB,
+a TBF and a netem qdisc in turn (netem is absent on some kernels, and then delays are refused).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+
+from topologies.schema import TopologySpec
+
+SETUP = "run `sudo scripts/setup.sh`"
+OVS_START = "/usr/share/openvswitch/scripts/ovs-ctl --system-id=random --no-monitor start"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    blocking: bool = True  # an emulation cannot start without it
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=20)
+
+
+@cache
+def qdisc_supported(kind: str) -> bool:
+    """Can this kernel attach qdisc `kind` (htb, tbf, netem)? Probed on a throwaway veth pair
+    (this kernel has no dummy interfaces)."""
+    dev = "psnt-probe"
+    _run("ip", "link", "del", dev)
+    if _run("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p").returncode:
+        return False
+    args = {"htb": ["htb", "default", "1"], "tbf": ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"],
+            "netem": ["netem", "delay", "1ms"]}[kind]
+    try:
+        return _run("tc", "qdisc", "add", "dev", dev, "root", *args).returncode == 0
+    finally:
+        _run("ip", "link", "del", dev)
+
+
+def has_netem() -> bool:
+    return qdisc_supported("netem")
+
+
+def checks() -> list[Check]:
+    """Every check, blocking ones first."""
+    out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run with sudo")]
+    for tool, pkg in (("mnexec", "mininet"), ("ovs-vsctl", "openvswitch-switch"), ("tc", "iproute2"),
+                      ("ethtool", "ethtool"), ("iperf3", "iperf3")):
+        path = shutil.which(tool)
+        out.append(Check(tool, bool(path), path or f"`{tool}` not found: apt-get install {pkg} ({SETUP})"))
+    ovs = shutil.which("ovs-vsctl") and _run("ovs-vsctl", "--timeout=3", "show").returncode == 0
+    out.append(Check("ovs running", bool(ovs), "ovs-vswitchd answers" if ovs else f"Open vSwitch is not running: {OVS_START}"))
+    if ovs:
+        types = _run("ovs-vsctl", "get", "Open_vSwitch", ".", "datapath_types").stdout.strip()
+        out.append(Check("ovs userspace datapath", "netdev" in types, f"datapath types {types or '?'} (need netdev)"))
+        kmod = os.path.exists("/sys/module/openvswitch")
+        out.append(Check("ovs kernel datapath", kmod, "kernel module loaded" if kmod else
+                         "no openvswitch kernel module: the userspace datapath is used (one busy thread; "
+                         "keep aggregate load under ~300 Mbit/s)", blocking=False))
+    if os.geteuid() == 0 and shutil.which("tc"):
+        for q in ("htb", "tbf"):
+            out.append(Check(f"qdisc {q}", qdisc_supported(q), "available" if qdisc_supported(q) else f"kernel lacks sch_{q}"))
+        netem = has_netem()
+        out.append(Check("qdisc netem", netem, "available: delay_ms works" if netem else
+                         "no netem in this kernel: delay_ms must stay 0 (rates are still shaped)", blocking=False))
+    in_venv = sys.prefix != sys.base_prefix
+    out.append(Check("venv", in_venv, sys.prefix if in_venv else f"not running in the project venv: {SETUP}", blocking=False))
+    for mod in ("mininet", "os_ken", "networkx", "tensorflow"):
+        found = importlib.util.find_spec(mod) is not None
+        out.append(Check(f"python: {mod}", found, "importable" if found else f"cannot import {mod}: {SETUP}",
+                         blocking=mod != "tensorflow"))
+    return out
+
+
+def blocking_problems(spec: TopologySpec | None = None) -> list[str]:
+    """One-line messages for everything that prevents bringing up `spec` here."""
+    probs = [f"{c.name}: {c.detail}" for c in checks() if c.blocking and not c.ok]
+    if spec is not None and spec.delay_ms > 0 and os.geteuid() == 0 and not has_netem():
+        probs.append(f"{spec.name}: delay_ms: {spec.delay_ms:g} needs netem, which this kernel lacks; set delay_ms: 0")
+    return probs

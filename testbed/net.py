@@ -1,0 +1,295 @@
+"""The emulated network's lifecycle: file -> model -> controller + Mininet -> routed, shaped net.
+
+    with Testbed("topologies/psnet-testbed.yaml") as tb:
+        tb.host("w1_1_1").cmd("ping -c1 10.1.0.1")
+        tb.reconfigure("w1_1_1", "t1_3")
+
+Order (the paper's control sequence, Section 3.3): the controller process starts and its TC
+computes the circuit map; Mininet builds the hosts, links and userspace-OVS bridges (fail-mode
+secure: nothing forwards before the controller says so, so no loops and no floods); the ECS app
+programs circuits, the CNC app programs routes; the testbed sets addresses, static neighbours,
+multi-NIC routes, offloads and HTB shaping in the hosts; then "start" is logged. Stopping runs on
+every exit path and leaves no bridge, namespace or process behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+from mininet.link import Link as MnLink
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import OVSSwitch, RemoteController
+
+from controller.channel import Channel, ChannelError
+from controller.routing import HostRoute, compute_paths, host_routes
+from testbed import doctor, registry
+from testbed.runner import run_all
+from testbed.shaping import htb_cmds, offload_cmd, tc_batch
+from topologies.build import load_network
+from topologies.mininet_topo import ModelTopo
+from topologies.model import Network
+
+LOG = logging.getLogger(__name__)
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+class TestbedError(RuntimeError):
+    """The network could not be brought up; the message is one line saying why and what to do."""
+
+
+def free_port() -> int:
+    """A free TCP port on loopback (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without proxy variables (they break gRPC and loopback connections)."""
+    return {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
+
+
+class Testbed:
+    """A running emulation of one topology file; use as a context manager."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, topology: str | Path | Network, ready_timeout_s: float = 30.0) -> None:
+        self.model = topology if isinstance(topology, Network) else load_network(topology)
+        self.source = str(topology) if not isinstance(topology, Network) else "<model>"
+        self.ready_timeout_s = ready_timeout_s
+        self.mn: Mininet | None = None
+        self.controller: subprocess.Popen | None = None
+        self.channel: Channel | None = None
+        self.run_id = ""
+        self.run_dir = Path()
+        self.routes: dict[str, list[HostRoute]] = {}
+        self.timings: dict[str, float] = {}
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> Testbed:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        t0 = time.monotonic()
+        problems = doctor.blocking_problems(self.model.spec)
+        if problems:
+            raise TestbedError(problems[0])
+        self.run_id, self.run_dir = registry.new_run()
+        registry.save(self.run_dir, owner_pid=os.getpid(), topology=self.source)
+        self._start_controller()
+        setLogLevel("warning")
+        switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
+        self.mn = Mininet(
+            topo=ModelTopo(self.model), switch=switch, controller=None, link=MnLink,
+            autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False,
+        )
+        self.mn.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
+        self.mn.build()
+        registry.save(
+            self.run_dir,
+            host_pids=[h.pid for h in self.mn.hosts] + [s.pid for s in self.mn.switches],
+            root_intfs=[i.name for s in self.mn.switches for i in s.intfList() if i.name != "lo"],
+        )
+        self._configure_hosts()
+        self._shape()
+        self.mn.start()
+        for sw in self.mn.switches:  # mark our bridges so `testbed clean` finds only ours
+            subprocess.run(["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={self.run_id}"],
+                           check=True, capture_output=True)
+        self._wait_ready()
+        self.sync_host_routes()
+        self.timings["bring_up_s"] = time.monotonic() - t0
+        self.log("start", bring_up_s=round(self.timings["bring_up_s"], 3))
+
+    def stop(self) -> None:
+        """Tear everything down; safe to call twice and after a partial start."""
+        if self.channel:
+            self.channel.close()
+            self.channel = None
+        if self.mn is not None:
+            try:
+                self.mn.stop()
+            except Exception as err:  # keep tearing down the rest
+                LOG.warning("mininet stop: %s", err)
+            self.mn = None
+        if self.controller is not None:
+            self.controller.kill()
+            self.controller.wait()
+            self.controller = None
+        if self.run_dir != Path() and self.run_dir.exists():
+            registry.save(self.run_dir, owner_pid=0)
+            registry.clean_run(self.run_dir)
+
+    # --- pieces of start ---------------------------------------------------------------------
+    def _start_controller(self) -> None:
+        self.of_port, self.channel_port = free_port(), free_port()
+        log = (self.run_dir / "controller.log").open("w")
+        topo_file = self.run_dir / "topology.yaml"
+        topo_file.write_text(self.model.spec.model_dump_json())  # JSON is YAML: one model, re-read
+        cmd = [
+            sys.executable, "-m", "controller.launch", "--topology", str(topo_file),
+            "--ofp-tcp-listen-port", str(self.of_port), "--channel-port", str(self.channel_port),
+            "--event-log", str(self.run_dir / "events.jsonl"),
+        ]
+        self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
+                                           cwd=Path(__file__).resolve().parent.parent)
+        registry.save(self.run_dir, controller_pid=self.controller.pid)
+        try:
+            self.channel = Channel(self.channel_port).connect(wait_s=20)
+        except ChannelError as err:
+            raise TestbedError(f"controller did not start: {err}; last log lines: {self.controller_log_tail()}") from None
+
+    def controller_log_tail(self, lines: int = 5) -> str:
+        f = self.run_dir / "controller.log"
+        return " | ".join(f.read_text().splitlines()[-lines:]) if f.exists() else ""
+
+    def _configure_hosts(self) -> None:
+        """Addresses, MACs, sysctls and offloads inside every host (one shell round trip each)."""
+        assert self.mn
+        for h in self.model.hosts():
+            node = self.mn.get(h.name)
+            cmds = [
+                ["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                 f"net.ipv4.ip_forward={1 if h.relay else 0}", "net.ipv6.conf.all.disable_ipv6=1"],
+            ]
+            for i, ln in enumerate(sorted(self.model.links_of(h.name), key=lambda x: x.port_of(h.name))):
+                intf = ln.intf(h.name)
+                prefix = 8 if i == 0 else 32  # one connected /8; extra NICs carry the same address
+                cmds += [
+                    ["ip", "link", "set", intf, "address", self.model.mac(h.name, ln.port_of(h.name))],
+                    ["ip", "addr", "flush", "dev", intf],
+                    ["ip", "addr", "add", f"{h.ip}/{prefix}", "dev", intf],
+                    ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
+                    offload_cmd(intf),
+                ]
+            run_all(node, cmds)
+
+    def _shape(self) -> None:
+        """HTB on both ends of every link: host ends in their namespace, switch ends in root."""
+        assert self.mn
+        delay = self.model.spec.delay_ms
+        per_host: dict[str, list[list[str]]] = {}
+        root_tc: list[list[str]] = []
+        root_intfs: list[str] = []
+        for ln in self.model.links:
+            for end in (ln.a, ln.b):
+                cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay)
+                if self.model.nodes[end].is_host:
+                    per_host.setdefault(end, []).extend(cmds)
+                else:
+                    root_tc += cmds
+                    root_intfs.append(ln.intf(end))
+        for name, cmds in per_host.items():
+            self._tc_batch(self.mn.get(name), cmds)
+        root = self.mn.switches[0]  # switches share the root namespace
+        self._tc_batch(root, root_tc)
+        for i in range(0, len(root_intfs), 50):
+            run_all(root, [offload_cmd(x) for x in root_intfs[i:i + 50]])
+
+    def _tc_batch(self, node, cmds: list[list[str]]) -> None:
+        f = self.run_dir / f"tc-{node.name}.batch"
+        f.write_text(tc_batch(cmds))
+        run_all(node, [["tc", "-batch", str(f)]])
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            if self.controller and self.controller.poll() is not None:
+                raise TestbedError(f"controller exited (code {self.controller.returncode}): {self.controller_log_tail()}")
+            st = self.request("status")
+            if st["ready"]:
+                return
+            if time.monotonic() > deadline:
+                raise TestbedError(
+                    f"switches not programmed after {self.ready_timeout_s:g} s: {', '.join(st['missing'][:5])}; "
+                    "is ovs-vswitchd running? (testbed doctor)"
+                )
+            time.sleep(0.05)
+
+    # --- operations --------------------------------------------------------------------------
+    def request(self, op: str, **fields: object) -> dict:
+        assert self.channel, "testbed is not running"
+        return self.channel.request(op, **fields)
+
+    def log(self, event: str, **fields: object) -> None:
+        """Add a timestamped event to the controller's event log (one timeline for the run)."""
+        self.request("log", event=event, fields=fields)
+
+    def state(self) -> dict:
+        return self.request("state")
+
+    def circuits(self) -> dict:
+        """worker -> ToR it is circuited to now."""
+        return self.state()["circuits"]
+
+    def current_paths(self) -> dict:
+        """The CNC's paths for the controller's current circuits and failed links."""
+        st = self.state()
+        by_key = {ln.key: ln for ln in self.model.links}
+        circuits = {w: by_key[tuple(k)] for w, k in st["circuit_links"].items()}
+        down = [tuple(k) for k in st["down"]]
+        return compute_paths(self.model, circuits, down)
+
+    def sync_host_routes(self) -> int:
+        """Make every host's routes and static neighbours match the current paths; returns changes."""
+        assert self.mn
+        new = host_routes(self.model, self.current_paths())
+        changed = 0
+        for host, routes in new.items():
+            old = set(self.routes.get(host, []))
+            add = [r for r in routes if r not in old]
+            if not add:
+                continue
+            multi = len(self.model.links_of(host)) > 1
+            lines = []
+            for r in add:
+                if multi:
+                    lines.append(f"route replace {r.dst_ip}/32 dev {r.intf}")
+                lines.append(f"neigh replace {r.dst_ip} lladdr {r.mac} dev {r.intf} nud permanent")
+            f = self.run_dir / f"ip-{host}.batch"
+            f.write_text("\n".join(lines) + "\n")
+            run_all(self.mn.get(host), [["ip", "-batch", str(f)]])
+            changed += len(add)
+        self.routes = new
+        return changed
+
+    def reconfigure(self, worker: str, tor: str, dark_ms: float | None = None) -> dict:
+        """Move a worker's circuit to another ToR (TC -> CCC -> ECS -> CNC), then the PS routes."""
+        t0 = time.monotonic()
+        fields: dict[str, object] = {"worker": worker, "tor": tor}
+        if dark_ms is not None:
+            fields["dark_ms"] = dark_ms
+        reply = self.request("reconfigure", **fields)
+        changed = self.sync_host_routes()
+        self.log("hosts", routes=changed, total_ms=round((time.monotonic() - t0) * 1000, 2))
+        return reply
+
+    def set_link(self, a: str, b: str, up: bool) -> dict:
+        """Fail or repair the cables between a and b: interfaces down/up, then reroute."""
+        assert self.mn
+        self.mn.configLinkStatus(a, b, "up" if up else "down")
+        reply = self.request("link", a=a, b=b, up=up)
+        self.sync_host_routes()
+        return reply
+
+    def host(self, name: str):
+        """The Mininet node of a host (run traffic only through it: 10.x exists only inside)."""
+        assert self.mn
+        return self.mn.get(name)

@@ -1,0 +1,111 @@
+"""What a run created (controller PID, host shell PIDs, bridges, root-namespace interfaces).
+
+Each live run keeps a folder `/run/psnet-testbed/<run id>/` (tmpfs: gone at reboot, never the
+system temp directory that `mn -c` sweeps) with `state.json`; bridges also carry
+`external-ids:psnet-testbed=<run id>`. `testbed clean` removes exactly these and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+LOG = logging.getLogger(__name__)
+RUN_ROOT = Path(os.environ.get("PSNET_RUN_ROOT", "/run/psnet-testbed"))
+TAG = "psnet-testbed"
+
+
+def new_run() -> tuple[str, Path]:
+    """A fresh run id and its private folder."""
+    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    path = RUN_ROOT / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    return run_id, path
+
+
+def save(path: Path, **state: object) -> None:
+    """Merge fields into the run's state.json (written atomically)."""
+    f = path / "state.json"
+    data = json.loads(f.read_text()) if f.exists() else {}
+    data.update(state)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(f)
+
+
+def _ovs(*args: str) -> str:
+    return subprocess.run(["ovs-vsctl", "--timeout=5", *args], capture_output=True, text=True, check=False).stdout
+
+
+def tagged_bridges() -> dict[str, str]:
+    """Bridges this testbed created: name -> run id."""
+    out = _ovs("--format=json", "--columns=name,external_ids", "list", "Bridge")
+    if not out.strip():
+        return {}
+    rows = json.loads(out)["data"]
+    found = {}
+    for name, ext in rows:
+        ids = dict(ext[1]) if ext and ext[0] == "map" else {}
+        if TAG in ids:
+            found[name] = ids[TAG]
+    return found
+
+
+def _kill(pid: int, must_contain: str = "") -> bool:
+    """Kill a process we started (checked by its command line, so a reused PID is spared)."""
+    try:
+        p = psutil.Process(pid)
+        if must_contain and must_contain not in " ".join(p.cmdline()):
+            return False
+        for child in p.children(recursive=True):
+            child.kill()
+        p.send_signal(signal.SIGKILL)
+        return True
+    except psutil.Error:
+        return False
+
+
+def clean_run(d: Path) -> list[str]:
+    """Remove what one run folder records: its processes, root interfaces, then the folder."""
+    removed: list[str] = []
+    f = d / "state.json"
+    state = json.loads(f.read_text()) if f.exists() else {}
+    if state.get("controller_pid") and _kill(state["controller_pid"], "controller.launch"):
+        removed.append(f"controller process {state['controller_pid']}")
+    for pid in state.get("host_pids", []):
+        if _kill(pid, "mininet:"):
+            removed.append(f"host shell {pid}")
+    for intf in state.get("root_intfs", []):
+        if Path(f"/sys/class/net/{intf}").exists():
+            subprocess.run(["ip", "link", "del", intf], capture_output=True, check=False)
+            removed.append(f"interface {intf}")
+    for sub in sorted(d.glob("*")):
+        sub.unlink()
+    d.rmdir()
+    return removed
+
+
+def clean(include_live: bool = False) -> list[str]:
+    """Remove leftovers of dead runs (or of all runs): processes, bridges, interfaces, folders."""
+    removed: list[str] = []
+    live = set()
+    for d in sorted(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else []:
+        f = d / "state.json"
+        owner = json.loads(f.read_text()).get("owner_pid") if f.exists() else None
+        if owner and owner != os.getpid() and psutil.pid_exists(owner) and not include_live:
+            live.add(d.name)
+            continue
+        removed += clean_run(d) + [f"run folder {d}"]
+    for br, run in tagged_bridges().items():
+        if run not in live:
+            _ovs("--if-exists", "del-br", br)
+            removed.append(f"bridge {br}")
+    return removed

@@ -1,0 +1,46 @@
+"""Commands that shape links and fix offloads: pure argv builders (tested without root).
+
+HTB with an explicit quantum (one MTU-sized packet) and a burst of one timer tick at the rate, so
+HTB neither warns that its quantum is big nor overshoots at tens of Mbit/s; a pfifo leaf with a
+fixed queue in packets. netem (delay) is optional: this kernel may not have it, so callers ask
+`doctor.has_netem()` first.
+"""
+
+from __future__ import annotations
+
+QUANTUM_BYTES = 1514
+QUEUE_PKTS = 1000
+HZ = 250  # kernel timer ticks per second: HTB releases at most about one burst per tick
+
+
+def burst_bytes(mbps: float) -> int:
+    """One timer tick's worth of bytes at `mbps`, at least 15 kB (Mininet's default)."""
+    return max(15000, int(mbps * 1e6 / 8 / HZ))
+
+
+def htb_cmds(intf: str, mbps: float, queue_pkts: int = QUEUE_PKTS, delay_ms: float = 0.0) -> list[list[str]]:
+    """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked)."""
+    b = f"{burst_bytes(mbps)}b"
+    rate = f"{mbps:.6g}mbit"
+    cmds = [
+        ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", "1"],
+        ["tc", "class", "replace", "dev", intf, "parent", "5:", "classid", "5:1", "htb", "rate", rate,
+         "ceil", rate, "burst", b, "cburst", b, "quantum", str(QUANTUM_BYTES)],
+    ]
+    if delay_ms > 0:
+        cmds.append(["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "netem",
+                     "delay", f"{delay_ms:g}ms", "limit", str(queue_pkts)])
+    else:
+        cmds.append(["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "pfifo",
+                     "limit", str(queue_pkts)])
+    return cmds
+
+
+def offload_cmd(intf: str) -> list[str]:
+    """Turn off checksum/segmentation offloads: with OVS's userspace datapath TCP fails otherwise."""
+    return ["ethtool", "-K", intf, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+
+
+def tc_batch(cmds: list[list[str]]) -> str:
+    """Lines for `tc -batch` (the same commands without the leading `tc`)."""
+    return "".join(" ".join(c[1:]) + "\n" for c in cmds if c and c[0] == "tc")
