@@ -11,8 +11,13 @@ def flow_mod(dp, flow: Flow, delete: bool = False):
     match = parser.OFPMatch(**dict(flow.match))
     if delete:
         return parser.OFPFlowMod(
-            datapath=dp, cookie=flow.cookie, command=ofp.OFPFC_DELETE_STRICT, priority=flow.priority,
-            match=match, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+            datapath=dp,
+            cookie=flow.cookie,
+            command=ofp.OFPFC_DELETE_STRICT,
+            priority=flow.priority,
+            match=match,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
         )
     actions = [parser.OFPActionOutput(flow.out_port)]
     inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
@@ -24,8 +29,12 @@ def clear(dp) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser
     dp.send_msg(
         parser.OFPFlowMod(
-            datapath=dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
-            out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY, match=parser.OFPMatch(),
+            datapath=dp,
+            command=ofp.OFPFC_DELETE,
+            table_id=ofp.OFPTT_ALL,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+            match=parser.OFPMatch(),
         )
     )
 

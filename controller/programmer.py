@@ -86,7 +86,8 @@ class Programmer(app_manager.OSKenApp):
     def sync_all(self) -> int:
         """Sync every switch of this app's roles whose flows differ; returns how many changed."""
         changed = [
-            n for n in self.fabric.datapaths
+            n
+            for n in self.fabric.datapaths
             if self.mine(n) and self.fabric.installed.get(n) != self.fabric.desired.get(n, set())
         ]
         for n in changed:

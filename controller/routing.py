@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from controller.tc import Circuits, worker_link
-from topologies.model import Network, Role
+from topologies.model import Link, Network, Role
 
 #: flow priorities and cookies (named, so dumps can be read and rules deleted by owner)
 PRIO_ROUTE = 100
@@ -115,9 +115,11 @@ def compute_paths(
     transit = {n.name for n in net.nodes.values() if (not n.is_host or n.relay) and n.role != Role.ECS}
     hosts = [h.name for h in net.hosts()]
     intended = net.intended_pairs()
-    wanted = list(pairs) if pairs is not None else intended + [
-        (a, b) for a in hosts for b in hosts if a != b and (a, b) not in set(intended)
-    ]
+    wanted = (
+        list(pairs)
+        if pairs is not None
+        else intended + [(a, b) for a in hosts for b in hosts if a != b and (a, b) not in set(intended)]
+    )
     strategy = net.spec.routing
     load: Counter = Counter()
     chosen: dict[tuple[str, str], list[Hop]] = {}
@@ -183,6 +185,26 @@ def taken_path(net: Network, paths: dict[tuple[str, str], list[Hop]], src: str, 
     return path
 
 
+def path_links(net: Network, path: list[Hop]) -> list[Link]:
+    """The physical cables of a path, in order: a circuit hop is the worker's cable to the ECS
+    and the ECS-ToR cable it is joined to."""
+    out = []
+    for hop, nxt in itertools.pairwise(path):
+        ln = net.link_at(hop.node, hop.out_port)
+        out.append(ln)
+        if ln.other(hop.node) != nxt.node:  # crossed an ECS circuit
+            out.append(net.link_at(nxt.node, nxt.in_port))
+    return out
+
+
+def path_nodes(net: Network, path: list[Hop]) -> list[str]:
+    """Every node a packet crosses, ECSs included."""
+    nodes = [path[0].node]
+    for ln in path_links(net, path):
+        nodes.append(ln.other(nodes[-1]))
+    return nodes
+
+
 def link_loads(net: Network, paths: dict[tuple[str, str], list[Hop]], pairs: Iterable[tuple[str, str]]) -> Counter:
     """Concurrent flows per directed link (node, out port) over the given pairs: Eq. 7's C."""
     load: Counter = Counter()
@@ -190,4 +212,3 @@ def link_loads(net: Network, paths: dict[tuple[str, str], list[Hop]], pairs: Ite
         if pair in paths:
             load.update(_edges(taken_path(net, paths, *pair)))
     return load
-

@@ -40,8 +40,11 @@ def qdisc_supported(kind: str) -> bool:
     _run("ip", "link", "del", dev)
     if _run("ip", "link", "add", dev, "type", "veth", "peer", "name", dev + "p").returncode:
         return False
-    args = {"htb": ["htb", "default", "1"], "tbf": ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"],
-            "netem": ["netem", "delay", "1ms"]}[kind]
+    args = {
+        "htb": ["htb", "default", "1"],
+        "tbf": ["tbf", "rate", "10mbit", "burst", "15k", "latency", "10ms"],
+        "netem": ["netem", "delay", "1ms"],
+    }[kind]
     try:
         return _run("tc", "qdisc", "add", "dev", dev, "root", *args).returncode == 0
     finally:
@@ -55,31 +58,64 @@ def has_netem() -> bool:
 def checks() -> list[Check]:
     """Every check, blocking ones first."""
     out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run with sudo")]
-    for tool, pkg in (("mnexec", "mininet"), ("ovs-vsctl", "openvswitch-switch"), ("tc", "iproute2"),
-                      ("ethtool", "ethtool"), ("iperf3", "iperf3")):
+    for tool, pkg in (
+        ("mnexec", "mininet"),
+        ("ovs-vsctl", "openvswitch-switch"),
+        ("tc", "iproute2"),
+        ("ethtool", "ethtool"),
+        ("iperf3", "iperf3"),
+    ):
         path = shutil.which(tool)
         out.append(Check(tool, bool(path), path or f"`{tool}` not found: apt-get install {pkg} ({SETUP})"))
     ovs = shutil.which("ovs-vsctl") and _run("ovs-vsctl", "--timeout=3", "show").returncode == 0
-    out.append(Check("ovs running", bool(ovs), "ovs-vswitchd answers" if ovs else f"Open vSwitch is not running: {OVS_START}"))
+    out.append(
+        Check("ovs running", bool(ovs), "ovs-vswitchd answers" if ovs else f"Open vSwitch is not running: {OVS_START}")
+    )
     if ovs:
         types = _run("ovs-vsctl", "get", "Open_vSwitch", ".", "datapath_types").stdout.strip()
         out.append(Check("ovs userspace datapath", "netdev" in types, f"datapath types {types or '?'} (need netdev)"))
         kmod = os.path.exists("/sys/module/openvswitch")
-        out.append(Check("ovs kernel datapath", kmod, "kernel module loaded" if kmod else
-                         "no openvswitch kernel module: the userspace datapath is used (one busy thread; "
-                         "keep aggregate load under ~300 Mbit/s)", blocking=False))
+        out.append(
+            Check(
+                "ovs kernel datapath",
+                kmod,
+                "kernel module loaded"
+                if kmod
+                else "no openvswitch kernel module: the userspace datapath is used (one busy thread; "
+                "keep aggregate load under ~300 Mbit/s)",
+                blocking=False,
+            )
+        )
     if os.geteuid() == 0 and shutil.which("tc"):
         for q in ("htb", "tbf"):
-            out.append(Check(f"qdisc {q}", qdisc_supported(q), "available" if qdisc_supported(q) else f"kernel lacks sch_{q}"))
+            out.append(
+                Check(f"qdisc {q}", qdisc_supported(q), "available" if qdisc_supported(q) else f"kernel lacks sch_{q}")
+            )
         netem = has_netem()
-        out.append(Check("qdisc netem", netem, "available: delay_ms works" if netem else
-                         "no netem in this kernel: delay_ms must stay 0 (rates are still shaped)", blocking=False))
+        out.append(
+            Check(
+                "qdisc netem",
+                netem,
+                "available: delay_ms works"
+                if netem
+                else "no netem in this kernel: delay_ms must stay 0 (rates are still shaped)",
+                blocking=False,
+            )
+        )
     in_venv = sys.prefix != sys.base_prefix
-    out.append(Check("venv", in_venv, sys.prefix if in_venv else f"not running in the project venv: {SETUP}", blocking=False))
+    out.append(
+        Check("venv", in_venv, sys.prefix if in_venv else f"not running in the project venv: {SETUP}", blocking=False)
+    )
     for mod in ("mininet", "os_ken", "networkx", "tensorflow"):
         found = importlib.util.find_spec(mod) is not None
-        out.append(Check(f"python: {mod}", found, "importable" if found else f"cannot import {mod}: {SETUP}",
-                         blocking=mod != "tensorflow"))
+        out.append(
+            Check(
+                f"python: {mod}",
+                found,
+                "importable" if found else f"cannot import {mod}: {SETUP}",
+                blocking=mod != "tensorflow",
+            )
+        )
     return out
 
 

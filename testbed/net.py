@@ -38,7 +38,16 @@ from topologies.mininet_topo import ModelTopo
 from topologies.model import Network
 
 LOG = logging.getLogger(__name__)
-PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+PROXY_VARS = (
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+)
 
 
 class TestbedError(RuntimeError):
@@ -97,8 +106,14 @@ class Testbed:
         setLogLevel("warning")
         switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
         self.mn = Mininet(
-            topo=ModelTopo(self.model), switch=switch, controller=None, link=MnLink,
-            autoSetMacs=False, autoStaticArp=False, build=False, waitConnected=False,
+            topo=ModelTopo(self.model),
+            switch=switch,
+            controller=None,
+            link=MnLink,
+            autoSetMacs=False,
+            autoStaticArp=False,
+            build=False,
+            waitConnected=False,
         )
         self.mn.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
         self.mn.build()
@@ -111,8 +126,11 @@ class Testbed:
         self._shape()
         self.mn.start()
         for sw in self.mn.switches:  # mark our bridges so `testbed clean` finds only ours
-            subprocess.run(["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={self.run_id}"],
-                           check=True, capture_output=True)
+            subprocess.run(
+                ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={self.run_id}"],
+                check=True,
+                capture_output=True,
+            )
         self._wait_ready()
         self.sync_host_routes()
         self.timings["bring_up_s"] = time.monotonic() - t0
@@ -144,17 +162,28 @@ class Testbed:
         topo_file = self.run_dir / "topology.yaml"
         topo_file.write_text(self.model.spec.model_dump_json())  # JSON is YAML: one model, re-read
         cmd = [
-            sys.executable, "-m", "controller.launch", "--topology", str(topo_file),
-            "--ofp-tcp-listen-port", str(self.of_port), "--channel-port", str(self.channel_port),
-            "--event-log", str(self.run_dir / "events.jsonl"),
+            sys.executable,
+            "-m",
+            "controller.launch",
+            "--topology",
+            str(topo_file),
+            "--ofp-tcp-listen-port",
+            str(self.of_port),
+            "--channel-port",
+            str(self.channel_port),
+            "--event-log",
+            str(self.run_dir / "events.jsonl"),
         ]
-        self.controller = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(),
-                                           cwd=Path(__file__).resolve().parent.parent)
+        self.controller = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), cwd=Path(__file__).resolve().parent.parent
+        )
         registry.save(self.run_dir, controller_pid=self.controller.pid)
         try:
             self.channel = Channel(self.channel_port).connect(wait_s=20)
         except ChannelError as err:
-            raise TestbedError(f"controller did not start: {err}; last log lines: {self.controller_log_tail()}") from None
+            raise TestbedError(
+                f"controller did not start: {err}; last log lines: {self.controller_log_tail()}"
+            ) from None
 
     def controller_log_tail(self, lines: int = 5) -> str:
         f = self.run_dir / "controller.log"
@@ -166,8 +195,14 @@ class Testbed:
         for h in self.model.hosts():
             node = self.mn.get(h.name)
             cmds = [
-                ["sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
-                 f"net.ipv4.ip_forward={1 if h.relay else 0}", "net.ipv6.conf.all.disable_ipv6=1"],
+                [
+                    "sysctl",
+                    "-qw",
+                    "net.ipv4.conf.all.rp_filter=0",
+                    "net.ipv4.conf.default.rp_filter=0",
+                    f"net.ipv4.ip_forward={1 if h.relay else 0}",
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                ],
             ]
             for i, ln in enumerate(sorted(self.model.links_of(h.name), key=lambda x: x.port_of(h.name))):
                 intf = ln.intf(h.name)
@@ -201,7 +236,7 @@ class Testbed:
         root = self.mn.switches[0]  # switches share the root namespace
         self._tc_batch(root, root_tc)
         for i in range(0, len(root_intfs), 50):
-            run_all(root, [offload_cmd(x) for x in root_intfs[i:i + 50]])
+            run_all(root, [offload_cmd(x) for x in root_intfs[i : i + 50]])
 
     def _tc_batch(self, node, cmds: list[list[str]]) -> None:
         f = self.run_dir / f"tc-{node.name}.batch"
@@ -212,7 +247,9 @@ class Testbed:
         deadline = time.monotonic() + self.ready_timeout_s
         while True:
             if self.controller and self.controller.poll() is not None:
-                raise TestbedError(f"controller exited (code {self.controller.returncode}): {self.controller_log_tail()}")
+                raise TestbedError(
+                    f"controller exited (code {self.controller.returncode}): {self.controller_log_tail()}"
+                )
             st = self.request("status")
             if st["ready"]:
                 return

@@ -24,15 +24,52 @@ def htb_cmds(intf: str, mbps: float, queue_pkts: int = QUEUE_PKTS, delay_ms: flo
     rate = f"{mbps:.6g}mbit"
     cmds = [
         ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", "1"],
-        ["tc", "class", "replace", "dev", intf, "parent", "5:", "classid", "5:1", "htb", "rate", rate,
-         "ceil", rate, "burst", b, "cburst", b, "quantum", str(QUANTUM_BYTES)],
+        [
+            "tc",
+            "class",
+            "replace",
+            "dev",
+            intf,
+            "parent",
+            "5:",
+            "classid",
+            "5:1",
+            "htb",
+            "rate",
+            rate,
+            "ceil",
+            rate,
+            "burst",
+            b,
+            "cburst",
+            b,
+            "quantum",
+            str(QUANTUM_BYTES),
+        ],
     ]
     if delay_ms > 0:
-        cmds.append(["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "netem",
-                     "delay", f"{delay_ms:g}ms", "limit", str(queue_pkts)])
+        cmds.append(
+            [
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                intf,
+                "parent",
+                "5:1",
+                "handle",
+                "10:",
+                "netem",
+                "delay",
+                f"{delay_ms:g}ms",
+                "limit",
+                str(queue_pkts),
+            ]
+        )
     else:
-        cmds.append(["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "pfifo",
-                     "limit", str(queue_pkts)])
+        cmds.append(
+            ["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "pfifo", "limit", str(queue_pkts)]
+        )
     return cmds
 
 

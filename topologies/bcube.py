@@ -37,14 +37,22 @@ def build_bcube(spec: BCubeSpec) -> Network:
         for rest in itertools.product(range(n), repeat=k):
             sw_name = f"b{level}_" + "_".join(map(str, rest)) if k else f"b{level}"
             sw_idx = sum(d * n**i for i, d in enumerate(reversed(rest)))
-            net.add_node(Node(sw_name, Role.BSWITCH, f"10.{2 + level}.{sw_idx >> 8}.{sw_idx & 255}",
-                              dpid_for(Role.BSWITCH, level, sw_idx >> 8, sw_idx & 255), level, sw_idx))
+            net.add_node(
+                Node(
+                    sw_name,
+                    Role.BSWITCH,
+                    f"10.{2 + level}.{sw_idx >> 8}.{sw_idx & 255}",
+                    dpid_for(Role.BSWITCH, level, sw_idx >> 8, sw_idx & 255),
+                    level,
+                    sw_idx,
+                )
+            )
     for level in range(k + 1):  # NIC l of every server is its port l+1
         for idx in range(total):
             a = digits(idx, n, k)
             server = "s" + "_".join(map(str, a))
             pos = k - level  # a_level sits at this position of (a_k..a_0)
-            rest = a[:pos] + a[pos + 1:]
+            rest = a[:pos] + a[pos + 1 :]
             sw_name = f"b{level}_" + "_".join(map(str, rest)) if k else f"b{level}"
             ln = net.add_link(server, sw_name, spec.worker_mbps, "server-switch")
             net.set_mac(server, ln.port_a, mac_for(net.nodes[server].ip, level + 1))

@@ -24,7 +24,9 @@ def build_fattree(spec: FatTreeSpec) -> Network:
     for pod in range(spec.n_pods):
         for e in range(half):
             tor_no += 1
-            edge = net.add_node(Node(f"e{pod}_{e}", Role.TOR, f"10.{pod}.{e}.1", dpid_for(Role.TOR, pod, e), pod, tor_no))
+            edge = net.add_node(
+                Node(f"e{pod}_{e}", Role.TOR, f"10.{pod}.{e}.1", dpid_for(Role.TOR, pod, e), pod, tor_no)
+            )
             for hid in range(2, half + 2):
                 hosts.append((f"h{pod}_{e}_{hid}", edge.name, tor_no))
     # roles: worker(i,j,k,h) from the file, then PSs on the free hosts in order

@@ -22,7 +22,7 @@ from topologies.model import Network
 class ModelTopo(Topo):
     """A Mininet topology that only transcribes a `Network` (ports decided by the model)."""
 
-    def build(self, net: Network) -> None:  # noqa: D401  (Mininet's API name)
+    def build(self, net: Network) -> None:
         self.model = net
         for node in net.nodes.values():
             if node.is_host:

@@ -54,9 +54,7 @@ def build_psnet(spec: PSNetSpec) -> Network:
             net.add_node(Node(f"t{m}_{s}", Role.TOR, f"10.{m}.{s}.0", dpid_for(Role.TOR, m, s), m, s))
             for s in range(1, r + 1)
         ]
-        sn = net.add_node(
-            Node(f"sn{m}", Role.SUPERNODE, f"10.{m}.{r + 1}.0", dpid_for(Role.SUPERNODE, m), m, r + 1)
-        )
+        sn = net.add_node(Node(f"sn{m}", Role.SUPERNODE, f"10.{m}.{r + 1}.0", dpid_for(Role.SUPERNODE, m), m, r + 1))
         # ECS ports 1..W' face workers; then M_d ports per ToR face the ToRs (ToR ports 1..M_d).
         workers = []
         for swid, wid in home_tors(spec.worker_count(m), r):

@@ -63,9 +63,7 @@ class PSNetSpec(_Base):
         "deployment worker(i,j,k) per ToR, the same for every module or one list per module"
     )
     ecs_ports: int | None = Field(default=None, ge=1, description="W': worker ports of each ECS")
-    tor_downlinks: int | None = Field(
-        default=None, ge=1, description="M_d: ECS-facing ports of each ToR (default: W')"
-    )
+    tor_downlinks: int | None = Field(default=None, ge=1, description="M_d: ECS-facing ports of each ToR (default: W')")
     uplink_mbps: float | None = Field(default=None, gt=0, description="ToR-SuperNode rate")
     inter_module_mbps: float | None = Field(default=None, gt=0, description="SuperNode links")
     dark_ms: float = Field(default=0.0, ge=0, description="ECS reconfiguration dark period")
@@ -204,9 +202,7 @@ class BCubeSpec(_Base):
         if servers > 256:
             raise ValueError(f"n, k: BCube({self.n},{self.k}) has {servers} servers; keep <= 256")
         if self.ps + (self.workers or 0) > servers:
-            raise ValueError(
-                f"workers: {self.ps} PSs + {self.workers} workers exceed the {servers} servers"
-            )
+            raise ValueError(f"workers: {self.ps} PSs + {self.workers} workers exceed the {servers} servers")
         return self
 
 
@@ -234,9 +230,7 @@ def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
         raise TopologyError(f"{source}: (top level): expected a mapping of fields, got {type(data).__name__}")
     kind = data.get("kind")
     if kind not in _KINDS:
-        raise TopologyError(
-            f"{source}: kind: unknown kind {kind!r}; use one of {', '.join(sorted(_KINDS))}"
-        )
+        raise TopologyError(f"{source}: kind: unknown kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
     data = dict(data)
     data.setdefault("name", Path(source).stem)
     try:

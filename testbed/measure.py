@@ -1,0 +1,144 @@
+"""Measurements on a running testbed, always from inside the emulated hosts.
+
+Reachability by ping, the path a flow really takes from OpenFlow rule counters, bytes per NIC
+from the hosts' own interface counters, and achieved rates with iperf3. Traffic to 10.x
+addresses is only ever sent from a Mininet host (its namespace), never from the root namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from controller.routing import path_links, path_nodes, taken_path
+from testbed.net import Testbed
+
+_FLOW_RE = re.compile(r"n_packets=(\d+).*?priority=(\d+)(?:,(\S*))? actions=(\S+)")
+
+
+def reachable(tb: Testbed, pairs: list[tuple[str, str]], wait_s: float = 1.0) -> dict[tuple[str, str], bool]:
+    """Ping every (src, dst) once from inside src; all sources in parallel."""
+    by_src: dict[str, list[str]] = {}
+    for s, d in pairs:
+        by_src.setdefault(s, []).append(d)
+    procs = {}
+    for src, dsts in by_src.items():
+        ips = " ".join(tb.model.nodes[d].ip for d in dsts)
+        script = (
+            f"for d in {ips}; do if ping -c1 -W{wait_s:g} -q $d >/dev/null 2>&1; "
+            "then echo ok $d; else echo fail $d; fi; done"
+        )
+        procs[src] = tb.host(src).popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+    by_ip = {n.ip: n.name for n in tb.model.hosts()}
+    out = {}
+    for src, p in procs.items():
+        text, _ = p.communicate(timeout=60 + 2 * len(by_src[src]))
+        for line in text.split("\n"):
+            if line.strip():
+                verdict, ip = line.split()
+                out[(src, by_ip[ip])] = verdict == "ok"
+    return out
+
+
+def flow_counters(tb: Testbed) -> Counter:
+    """Packets per (switch, rule) from `ovs-ofctl dump-flows` of every bridge.
+
+    The userspace datapath credits rules from its flow cache only when a revalidator runs, so
+    this first waits for one round (`revalidator/wait`); otherwise counts lag by ~0.5 s.
+    """
+    subprocess.run(["ovs-appctl", "revalidator/wait"], capture_output=True, check=True)
+    counts: Counter = Counter()
+    for sw in tb.model.switches():
+        text = subprocess.run(
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", sw.name], capture_output=True, text=True, check=True
+        ).stdout
+        for line in text.splitlines():
+            m = _FLOW_RE.search(line)
+            if m:
+                counts[(sw.name, m.group(2), m.group(3) or "", m.group(4))] += int(m.group(1))
+    return counts
+
+
+def measured_switches(tb: Testbed, src: str, dst: str, packets: int = 50) -> set[str]:
+    """Switches that forwarded `packets` one-way UDP datagrams from src to dst (rule counters).
+
+    UDP to a closed port is one-way (ICMP errors back are rate-limited to a few), so only the
+    forward path's rules count `packets` or more.
+    """
+    before = flow_counters(tb)
+    ip = tb.model.nodes[dst].ip
+    tb.host(src).cmd(f"for i in $(seq {packets}); do echo x > /dev/udp/{ip}/9; done 2>/dev/null")
+    after = flow_counters(tb)
+    grew = Counter()
+    for key, n in after.items():
+        grew[key[0]] = max(grew[key[0]], n - before.get(key, 0))
+    return {sw for sw, n in grew.items() if n >= packets}
+
+
+def model_switches(tb: Testbed, src: str, dst: str) -> list[str]:
+    """Switches on the model's path for the current circuits (the ECS included: it is a bridge)."""
+    nodes = path_nodes(tb.model, taken_path(tb.model, tb.current_paths(), src, dst))
+    return [n for n in nodes if not tb.model.nodes[n].is_host]
+
+
+def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
+    """(rx, tx) bytes of every interface of `host`, read inside its namespace."""
+    data = json.loads(tb.host(host).cmd("ip -s -j link show"))
+    return {
+        d["ifname"]: (d["stats64"]["rx"]["bytes"], d["stats64"]["tx"]["bytes"]) for d in data if d["ifname"] != "lo"
+    }
+
+
+@dataclass(frozen=True)
+class Rate:
+    src: str
+    dst: str
+    configured_mbps: float
+    achieved_mbps: float
+
+    @property
+    def ratio(self) -> float:
+        return self.achieved_mbps / self.configured_mbps
+
+
+def bottleneck_mbps(tb: Testbed, src: str, dst: str) -> float:
+    """Slowest cable on the taken path (a worker's ECS cable and circuit included)."""
+    return min(ln.mbps for ln in path_links(tb.model, taken_path(tb.model, tb.current_paths(), src, dst)))
+
+
+def iperf(tb: Testbed, pairs: list[tuple[str, str]], seconds: float = 3.0, base_port: int = 5201) -> list[Rate]:
+    """Concurrent TCP flows, one per (src, dst); achieved goodput at the receiver."""
+    servers, clients = [], []
+    for i, (_, dst) in enumerate(pairs):
+        servers.append(
+            tb.host(dst).popen(
+                ["iperf3", "-s", "-1", "-p", str(base_port + i)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
+    time.sleep(0.3)
+    for i, (src, dst) in enumerate(pairs):
+        ip = tb.model.nodes[dst].ip
+        clients.append(
+            tb.host(src).popen(
+                ["iperf3", "-c", ip, "-p", str(base_port + i), "-t", f"{seconds:g}", "-J", "-O", "1"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    out = []
+    for (src, dst), c in zip(pairs, clients, strict=True):
+        text, _ = c.communicate(timeout=seconds + 30)
+        try:
+            bps = json.loads(text)["end"]["sum_received"]["bits_per_second"]
+        except (ValueError, KeyError):
+            bps = 0.0
+        out.append(Rate(src, dst, bottleneck_mbps(tb, src, dst), bps / 1e6))
+    for s in servers:
+        s.kill()
+        s.wait()
+    return out
