@@ -66,7 +66,8 @@ def describe(net: Network) -> str:
         lines.append("circuit map (TC, at start):")
         for w, slot in circuits.items():
             lines.append(
-                f"  {w:10s} ECS port {net.link_at(w, 1).port_b:3d} -> ECS port {slot.port_a:3d} -> {slot.b} port {slot.port_b}"
+                f"  {w:10s} ECS port {net.link_at(w, 1).port_b:3d} -> ECS port {slot.port_a:3d}"
+                f" -> {slot.b} port {slot.port_b}"
             )
         for m, dep in deployment(net, circuits).items():
             lines.append(f"  module {m}: worker({','.join(map(str, dep))})")
