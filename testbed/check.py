@@ -76,20 +76,18 @@ def check_ps_nics(tb: Testbed, packets: int = 200) -> list[Row]:
         for w in (n for n in tb.model.workers() if n.module == ps.module):
             tor = circuits[w.name]
             want = next(ln.intf(ps.name) for ln in tb.model.links_between(ps.name, tor))
-            before = measure.nic_bytes(tb, ps.name)
-            tb.host(w.name).cmd(f"for i in $(seq {packets}); do echo x > /dev/udp/{ps.ip}/9; done 2>/dev/null")
-            after = measure.nic_bytes(tb, ps.name)
-            grew = {i: after[i][0] - before[i][0] for i in after}
-            busiest = max(grew, key=grew.get)
-            rows.append(
-                Row(
-                    "PS NIC",
-                    f"{w.name}->{ps.name}",
-                    f"{want} (on {tor})",
-                    f"{busiest} (+{grew[busiest]} B)",
-                    busiest == want and grew[busiest] >= packets * 40,
-                )
-            )
+            for _attempt in range(3):  # a busy 2-core box can drop a probe: retry before judging
+                before = measure.nic_bytes(tb, ps.name)
+                measure.udp_probe(tb, w.name, ps.name, packets)
+                after = measure.nic_bytes(tb, ps.name)
+                grew = {i: after[i][0] - before[i][0] for i in after}
+                busiest = max(grew, key=grew.get)
+                # the claim is which NIC: most of what arrived, and at least half the probe
+                ok = busiest == want and grew[busiest] >= packets * 43 // 2
+                if ok:
+                    break
+            measured = f"{busiest} (+{grew[busiest]} B)"
+            rows.append(Row("PS NIC", f"{w.name}->{ps.name}", f"{want} (on {tor})", measured, ok))
     return rows
 
 

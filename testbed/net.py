@@ -100,6 +100,12 @@ class Testbed:
         problems = doctor.blocking_problems(self.model.spec)
         if problems:
             raise TestbedError(problems[0])
+        taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
+        if taken:
+            raise TestbedError(
+                f"bridge {taken[0]} already exists: another testbed is up, or a crashed run left it; "
+                "stop it or run `testbed clean`"
+            )
         self.run_id, self.run_dir = registry.new_run()
         registry.save(self.run_dir, owner_pid=os.getpid(), topology=self.source)
         self._start_controller()

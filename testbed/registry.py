@@ -45,6 +45,11 @@ def _ovs(*args: str) -> str:
     return subprocess.run(["ovs-vsctl", "--timeout=5", *args], capture_output=True, text=True, check=False).stdout
 
 
+def existing_bridges() -> list[str]:
+    """Every OVS bridge on the machine (ours or not)."""
+    return _ovs("list-br").split()
+
+
 def tagged_bridges() -> dict[str, str]:
     """Bridges this testbed created: name -> run id."""
     out = _ovs("--format=json", "--columns=name,external_ids", "list", "Bridge")

@@ -1,0 +1,65 @@
+"""Real emulations (root): the controller's reconfiguration and rerouting move real traffic, and
+every exit path leaves nothing behind. (A separate module from test_emulation.py: two testbeds
+with the same switch names cannot be up at once, and pytest keeps module fixtures until the
+module ends.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed import measure
+from testbed.net import Testbed
+
+pytestmark = pytest.mark.root
+TOPO = "topologies/{}.yaml"
+
+
+@pytest.fixture
+def psnet(no_leftovers):
+    with Testbed(TOPO.format("psnet-testbed")) as t:
+        yield t
+
+
+def test_ecs_reconfiguration_moves_traffic_to_new_tor(psnet):
+    tb = psnet
+    w, ps = "w1_1_1", "ps1_1"
+    assert tb.circuits()[w] == "t1_1"
+    reply = tb.reconfigure(w, "t1_3")
+    assert reply["circuits"][w] == "t1_3"
+    assert reply["deployment"] == {"1": [1, 2, 3]}
+    slot = tb.state()["circuit_links"][w][3]  # the new ToR's port of the ECS-ToR cable
+    before = measure.port_packets("t1_3")[slot][0]
+    assert measure.measured_switches(tb, w, ps) == {"ecs1", "t1_3"}
+    assert measure.port_packets("t1_3")[slot][0] - before >= 50  # ToR port counter saw it
+    assert measure.measured_switches(tb, ps, w) == {"ecs1", "t1_3"}  # replies leave on ps1_1's t1_3 NIC
+    assert all(measure.reachable(tb, [(w, p.name) for p in tb.model.pss()]).values())
+    events = [e["event"] for e in tb.request("events")["events"]]
+    seq = events[events.index("tc") :]
+    assert seq[:5] == ["tc", "ccc", "ecs", "cnc", "hosts"]
+
+
+def test_failed_tor_ps_link_is_routed_around(psnet):
+    tb = psnet
+    w, ps = "w1_1_1", "ps1_1"
+    tb.set_link("t1_1", ps, up=False)
+    assert all(measure.reachable(tb, [(w, ps), (ps, w)]).values())
+    got = measure.measured_switches(tb, w, ps)
+    assert "sn1" in got and "t1_1" in got  # up to the SuperNode and down to another ToR's PS NIC
+    tb.set_link("t1_1", ps, up=True)
+    assert measure.measured_switches(tb, w, ps) == {"ecs1", "t1_1"}
+
+
+def test_fattree_failed_agg_link_is_routed_around(no_leftovers):
+    with Testbed(TOPO.format("fattree-testbed")) as tb:
+        w, ps = tb.model.workers()[-1].name, tb.model.pss()[0].name
+        path = measure.model_switches(tb, w, ps)
+        tor, agg = path[0], path[1]
+        tb.set_link(tor, agg, up=False)
+        assert all(measure.reachable(tb, [(w, ps), (ps, w)]).values())
+        got = measure.measured_switches(tb, w, ps)
+        assert agg not in got and len(got) == 5
+
+
+def test_exception_inside_run_leaves_nothing_behind(no_leftovers):
+    with pytest.raises(RuntimeError, match="boom"), Testbed(TOPO.format("psnet-testbed")):
+        raise RuntimeError("boom")

@@ -1,0 +1,338 @@
+"""The paper's analytic batch completion time (BCT) model (PSNet, Section 4.1, Eqs. 1-7).
+
+Notation is the paper's Table 1; every name carries its unit:
+- S = `model_bytes` (bytes), BS = `batch_size` (samples), W = `workers`, P = `ps`,
+- P_w = `p_w` (samples/s of ONE worker), P_s = `p_s` (bytes/s of ONE parameter server),
+- B_w = `worker_mbps`, B_s = `ps_mbps` (Mbit/s; B_s = K x B_w in PSNet), R = `tors`,
+- latency = `latency_s` (seconds, of one link).
+
+The equations are pure functions, so a figure script can sweep B_w or K without a network.
+`predict` reads a built `Network` and picks the equation the way the paper's scenarios do:
+one PSNet module (Eq. 5), two PSNet modules (Eq. 6), FatTree (Eq. 7, with C taken from the routes
+the CNC really installs). The paper gives no model for BCube, so `predict` refuses it.
+
+Scale: the testbed divides every link rate and the model bytes by `spec.scale` together, so
+S / B, and with it T_push and T_pull, is the same in paper units and in emulated units. `predict`
+therefore takes `model_bytes` on the same footing as the rates it reads (see its `scaled` flag).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+from controller.routing import compute_paths, link_loads
+from controller.tc import initial_circuits
+from topologies.model import Link, Network, Node
+
+log = logging.getLogger(__name__)
+
+#: bytes per second carried by 1 Mbit/s (the paper's rates are decimal megabits)
+BYTES_PER_S_PER_MBPS = 1e6 / 8
+
+#: Eq. 5: worker -> ToR -> PS, the ECS being transparent
+ONE_MODULE_HOPS = 2
+
+#: link kinds whose sharing Eq. 7's C counts (B_a = B_c: ToR uplinks and aggregation-core links)
+FATTREE_SHARED_KINDS = frozenset({"tor-agg", "agg-core"})
+
+
+def _rate_bytes_per_s(mbps: float) -> float:
+    return mbps * BYTES_PER_S_PER_MBPS
+
+
+def _positive(**values: float) -> None:
+    for name, value in values.items():
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
+
+
+def _share(total: float, flows: float) -> float:
+    """Per-flow share of `total`; with no flows the term does not constrain (infinite)."""
+    return total / flows if flows > 0 else math.inf
+
+
+# --- Eqs. 3 and 4: computation at the workers and the parameter servers ----------------------
+def t_compute_s(batch_size: int, workers: int, p_w: float) -> float:
+    """Eq. 3, T_compute = BS / (W x P_w), in seconds.
+
+    `batch_size` is BS, the job's batch in samples, split evenly over the W workers; `p_w` is P_w,
+    the samples per second ONE worker processes (forward and backward pass). If the testbed's
+    batch size is per worker (the paper's CPU runs use BS = 1), pass batch_size x W.
+    """
+    _positive(batch_size=batch_size, workers=workers, p_w=p_w)
+    return batch_size / (workers * p_w)
+
+
+def t_ps_update_s(workers: int, model_bytes: float, ps: int, p_s: float) -> float:
+    """Eq. 4, T_ps_update = W x S / (P x P_s), in seconds.
+
+    Each PS holds S/P bytes of the model and consumes one gradient shard from each of the W
+    workers; `p_s` is P_s, the gradient bytes per second ONE parameter server applies.
+    """
+    _positive(workers=workers, model_bytes=model_bytes, ps=ps, p_s=p_s)
+    return workers * model_bytes / (ps * p_s)
+
+
+# --- Eqs. 5, 6, 7: communication (T_pull = T_push) -------------------------------------------
+def t_push_one_module_s(
+    model_bytes: float, ps: int, workers: int, tors: int, ps_mbps: float, worker_mbps: float, latency_s: float = 0.0
+) -> float:
+    """Eq. 5 (one PSNet module), T_pull = T_push = (S/P) / min(R B_s / W, B_w / P) + 2 latency.
+
+    A PS's R NICs (R x B_s) are shared by all W workers, a worker's one link by the P PSs.
+    """
+    _positive(model_bytes=model_bytes, ps=ps, workers=workers, tors=tors, ps_mbps=ps_mbps, worker_mbps=worker_mbps)
+    rate_mbps = min(tors * ps_mbps / workers, worker_mbps / ps)
+    return (model_bytes / ps) / _rate_bytes_per_s(rate_mbps) + ONE_MODULE_HOPS * latency_s
+
+
+def t_push_two_modules_s(
+    model_bytes: float,
+    ps: int,
+    workers: int,
+    ps_module1: int,
+    workers_module1: int,
+    tors: int,
+    ps_mbps: float,
+    worker_mbps: float,
+    alpha: int,
+    latency_s: float = 0.0,
+    paper_literal: bool = True,
+) -> float:
+    """Eq. 6 (two PSNet modules), T_pull = T_push in seconds.
+
+    (S/P) / min(R B_s / W, B_w / P, R B_s / (W1 (P - 1)), R B_s / ((W - W1) P1)) + alpha latency,
+    with P1 of the P PSs (`ps_module1`) and W1 of the W workers (`workers_module1`) in module 1,
+    the inter-module bandwidth R x B_s as the paper assumes, and alpha the longest worker-PS path
+    in links. The paper prints (P - 1) where its own derivation (W1 workers of module 1 talking to
+    the P - P1 PSs of module 2) gives (P - P1); the two agree when P1 = 1. `paper_literal=False`
+    uses (P - P1). A term with no flows (W1 = 0, say) does not constrain.
+    """
+    _positive(model_bytes=model_bytes, ps=ps, workers=workers, tors=tors, ps_mbps=ps_mbps, worker_mbps=worker_mbps)
+    if not (0 <= ps_module1 <= ps and 0 <= workers_module1 <= workers):
+        raise ValueError(
+            f"need 0 <= P1 <= P and 0 <= W1 <= W, got P1={ps_module1} P={ps} W1={workers_module1} W={workers}"
+        )
+    remote_ps = ps - 1 if paper_literal else ps - ps_module1
+    rate_mbps = min(
+        tors * ps_mbps / workers,
+        worker_mbps / ps,
+        _share(tors * ps_mbps, workers_module1 * remote_ps),
+        _share(tors * ps_mbps, (workers - workers_module1) * ps_module1),
+    )
+    return (model_bytes / ps) / _rate_bytes_per_s(rate_mbps) + alpha * latency_s
+
+
+def t_push_fattree_s(
+    model_bytes: float,
+    ps: int,
+    workers: int,
+    ps_mbps: float,
+    worker_mbps: float,
+    oversubscription: float,
+    c: int,
+    beta: int,
+    latency_s: float = 0.0,
+) -> float:
+    """Eq. 7 (FatTree, oversubscription r at the ToR layer), T_pull = T_push in seconds.
+
+    (S/P) / min(B_s / W, B_w / P, B_a / C) + beta latency, with B_a = B_c = B_w / r, C the largest
+    number of concurrent worker-PS flows on one aggregation or core link (0: no flow leaves a ToR,
+    the term does not constrain) and beta the longest worker-PS path in links.
+    """
+    _positive(
+        model_bytes=model_bytes,
+        ps=ps,
+        workers=workers,
+        ps_mbps=ps_mbps,
+        worker_mbps=worker_mbps,
+        oversubscription=oversubscription,
+    )
+    agg_mbps = worker_mbps / oversubscription
+    rate_mbps = min(ps_mbps / workers, worker_mbps / ps, _share(agg_mbps, c))
+    return (model_bytes / ps) / _rate_bytes_per_s(rate_mbps) + beta * latency_s
+
+
+# --- Eqs. 1 and 2: the bounds -------------------------------------------------------------
+def bct_max_s(
+    t_pull_s: float, t_compute_s: float, t_push_s: float, t_ps_update_s: float, t_sync_s: float = 0.0
+) -> float:
+    """Eq. 1, no overlap at all: BCT_max = T_pull + T_compute + T_push + T_ps_update + T_sync."""
+    return t_pull_s + t_compute_s + t_push_s + t_ps_update_s + t_sync_s
+
+
+def bct_min_s(
+    t_pull_s: float, t_compute_s: float, t_push_s: float, t_ps_update_s: float, t_sync_s: float = 0.0
+) -> float:
+    """Eq. 2, full overlap: BCT_min = max(T_compute + T_ps_update + T_sync, T_pull, T_push)."""
+    return max(t_compute_s + t_ps_update_s + t_sync_s, t_pull_s, t_push_s)
+
+
+# --- from a built network -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Prediction:
+    """Every term of one BCT prediction, in seconds, and what it was computed from.
+
+    `flow_mbps` is the per-flow rate of the equation's min(...); `hops` is 2 (Eq. 5), alpha
+    (Eq. 6) or beta (Eq. 7); `c` is Eq. 7's C (None otherwise). `scaled` says whether rates were
+    the emulated ones (Link.mbps) or the paper's (Link.paper_mbps).
+    """
+
+    equation: str
+    workers: int
+    ps: int
+    model_bytes: float
+    flow_mbps: float
+    hops: int
+    c: int | None
+    scaled: bool
+    t_compute_s: float
+    t_ps_update_s: float
+    t_push_s: float
+    t_pull_s: float
+    t_sync_s: float
+    bct_min_s: float
+    bct_max_s: float
+
+    @property
+    def t_comm_s(self) -> float:
+        """T_push + T_pull: the communication time Figs. 6-7 plot."""
+        return self.t_push_s + self.t_pull_s
+
+
+def _host_mbps(net: Network, host: Node, kind: str, scaled: bool) -> float:
+    """Rate of a host's cable of `kind` (all of a PSNet PS's NICs run at B_s)."""
+    links = [ln for ln in net.links_of(host.name) if ln.kind == kind]
+    if not links:
+        raise ValueError(f"{host.name} has no {kind} link")
+    return min(_link_mbps(ln, scaled) for ln in links)
+
+
+def _link_mbps(link: Link, scaled: bool) -> float:
+    return link.mbps if scaled else link.paper_mbps
+
+
+def _job(net: Network) -> tuple[list[Node], list[Node]]:
+    workers, pss = net.workers(), net.pss()
+    if not workers or not pss:
+        raise ValueError(f"{net.name}: the BCT model needs at least one worker and one PS")
+    return workers, pss
+
+
+def _longest_path_links(net: Network, paths: dict, pairs: list[tuple[str, str]]) -> int:
+    """alpha / beta: the most links on a routed worker-PS path (ECS circuits count as one link)."""
+    return max(len(paths[p]) - 1 for p in pairs if p in paths)
+
+
+def _fattree_c(net: Network, paths: dict, workers: list[Node], pss: list[Node]) -> int:
+    """Eq. 7's C: the most worker-PS flows on one directed ToR-agg or agg-core link.
+
+    Push (worker -> PS) and pull (PS -> worker) use opposite directions of full-duplex cables, so
+    they do not share; the paper's T_push = T_pull is one number, so the worse direction is used.
+    """
+    c = 0
+    for pairs in (
+        [(w.name, p.name) for w in workers for p in pss],
+        [(p.name, w.name) for w in workers for p in pss],
+    ):
+        loads = link_loads(net, paths, pairs)
+        shared = [n for (node, port), n in loads.items() if net.link_at(node, port).kind in FATTREE_SHARED_KINDS]
+        c = max(c, *shared) if shared else c
+    return c
+
+
+def _check_routed(net: Network, paths: dict, pairs: list[tuple[str, str]]) -> None:
+    missing = [p for p in pairs if p not in paths]
+    if missing:
+        raise ValueError(f"{net.name}: no route for {len(missing)} worker-PS pairs, e.g. {missing[0]}")
+
+
+def predict(
+    net: Network,
+    model_bytes: float,
+    batch_size: int,
+    p_w: float,
+    p_s: float,
+    latency_s: float = 0.0,
+    t_sync_s: float = 0.0,
+    scaled: bool = True,
+    paper_literal: bool = True,
+) -> Prediction:
+    """BCT bounds of the job placed on `net` (its workers and PSs), by the paper's equation.
+
+    `scaled=True` (default) reads the emulated rates (Link.mbps) and expects `model_bytes` to be
+    what the emulated job sends (paper S / spec.scale): the seconds are then the emulation's.
+    `scaled=False` reads the paper-equivalent rates with the paper's S. T_push and T_pull are equal
+    in both, since the testbed scales bytes and rates together; T_ps_update follows the bytes
+    given, so pass the P_s of the bytes actually applied. `p_w` in samples/s per worker, `p_s` in
+    bytes/s per PS, `latency_s` per link (e.g. spec.delay_ms / 1000), `paper_literal` see Eq. 6.
+    Raises ValueError for BCube (no model in the paper) and PSNet jobs over more than two modules.
+    """
+    if net.kind == "bcube":
+        raise ValueError("the paper gives no BCT model for BCube")
+    workers, pss = _job(net)
+    w, p = len(workers), len(pss)
+    spec = net.spec
+    circuits = initial_circuits(net)
+    paths = compute_paths(net, circuits)
+    pairs = [(wk.name, ps.name) for wk in workers for ps in pss]
+    _check_routed(net, paths, pairs)
+    c: int | None = None
+    if net.kind == "psnet":
+        worker_mbps = _host_mbps(net, workers[0], "worker-ecs", scaled)
+        ps_mbps = _host_mbps(net, pss[0], "ps-tor", scaled)
+        modules = sorted({n.module for n in (*workers, *pss)})
+        if len(modules) == 1:
+            equation, hops = "Eq. 5", ONE_MODULE_HOPS
+            t_wire = t_push_one_module_s(model_bytes, p, w, spec.tors, ps_mbps, worker_mbps)
+            deps = {tuple(d) for d in spec.deployments() if d is not None}
+            if any(max(d) - min(d) > 1 for d in deps):
+                log.info("%s: deployment %s is unbalanced; Eq. 5 assumes the TC's equal spread", net.name, deps)
+        elif len(modules) == 2:
+            equation = "Eq. 6"
+            hops = _longest_path_links(net, paths, pairs)
+            p1 = sum(1 for n in pss if n.module == modules[0])
+            w1 = sum(1 for n in workers if n.module == modules[0])
+            inter = [ln for ln in net.links if ln.kind == "supernode"]
+            if inter and any(_link_mbps(ln, scaled) != ps_mbps for ln in inter):
+                log.info("%s: SuperNode links are not at B_s; Eq. 6 assumes R x B_s between modules", net.name)
+            t_wire = t_push_two_modules_s(
+                model_bytes, p, w, p1, w1, spec.tors, ps_mbps, worker_mbps, hops, paper_literal=paper_literal
+            )
+        else:
+            raise ValueError(
+                f"{net.name}: the job spans {len(modules)} PSNet modules; the paper models one (Eq. 5) or two (Eq. 6)"
+            )
+    elif net.kind == "fattree":
+        equation = "Eq. 7"
+        worker_mbps = _host_mbps(net, workers[0], "host-tor", scaled)
+        ps_mbps = _host_mbps(net, pss[0], "host-tor", scaled)
+        hops = _longest_path_links(net, paths, pairs)
+        c = _fattree_c(net, paths, workers, pss)
+        t_wire = t_push_fattree_s(model_bytes, p, w, ps_mbps, worker_mbps, spec.oversubscription, c, hops)
+    else:
+        raise ValueError(f"{net.name}: no BCT model for topology kind {net.kind!r}")
+    t_comp = t_compute_s(batch_size, w, p_w)
+    t_upd = t_ps_update_s(w, model_bytes, p, p_s)
+    # the equations' own latency term, added here so the per-flow rate can be reported too
+    t_push = t_wire + hops * latency_s
+    flow_mbps = (model_bytes / p) / t_wire / BYTES_PER_S_PER_MBPS
+    return Prediction(
+        equation=equation,
+        workers=w,
+        ps=p,
+        model_bytes=model_bytes,
+        flow_mbps=flow_mbps,
+        hops=hops,
+        c=c,
+        scaled=scaled,
+        t_compute_s=t_comp,
+        t_ps_update_s=t_upd,
+        t_push_s=t_push,
+        t_pull_s=t_push,
+        t_sync_s=t_sync_s,
+        bct_min_s=bct_min_s(t_push, t_comp, t_push, t_upd, t_sync_s),
+        bct_max_s=bct_max_s(t_push, t_comp, t_push, t_upd, t_sync_s),
+    )
