@@ -457,9 +457,7 @@ def test_scale_divides_every_rate(scale):
 
 
 def test_shipped_scales():
-    emulated = {
-        p.stem: {ln.kind: ln.mbps for ln in load_network(p).links} for p in sorted(TOPOLOGIES.glob("*.yaml"))
-    }
+    emulated = {p.stem: {ln.kind: ln.mbps for ln in load_network(p).links} for p in sorted(TOPOLOGIES.glob("*.yaml"))}
     assert emulated["psnet-testbed"]["worker-ecs"] == 100
     assert emulated["psnet-testbed"]["tor-supernode"] == 300
     assert emulated["fattree-testbed"] == {"host-tor": 100, "tor-agg": 100, "agg-core": 100}

@@ -12,6 +12,7 @@ the userspace datapath of this machine can carry faithfully.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -210,15 +211,22 @@ TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec
 _KINDS: dict[str, type[BaseModel]] = {"psnet": PSNetSpec, "fattree": FatTreeSpec, "bcube": BCubeSpec}
 
 
-def _one_line(path: str, err: ValidationError) -> str:
-    """Render pydantic's first error as `file: field: problem` (with a fix where we know one)."""
-    e = err.errors()[0]
+def _one_line(path: str, err: ValidationError, model: type[BaseModel]) -> str:
+    """Render pydantic's most useful error as `file: field: problem; fix`.
+
+    A misspelled key also makes the real key "missing": the unknown key is the cause, so it is
+    reported first, with the closest valid name.
+    """
+    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    e = errors[0]
     field = ".".join(str(x) for x in e["loc"])
     msg = e["msg"].removeprefix("Value error, ")
     if not field:  # model-level checks word their message as "field: problem; fix"
         field, _, msg = msg.partition(": ") if ": " in msg else ("(top level)", "", msg)
     if e["type"] == "extra_forbidden":
-        msg = "unknown field; check its spelling against topologies/README.md"
+        close = difflib.get_close_matches(field, list(model.model_fields), n=1)
+        hint = f"did you mean {close[0]}?" if close else "see topologies/README.md for the fields"
+        msg = f"unknown field; {hint}"
     elif e["type"] == "missing":
         msg = "required field is missing; add it (see topologies/README.md)"
     return f"{path}: {field}: {msg}"
@@ -236,7 +244,7 @@ def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
     try:
         spec = _KINDS[kind].model_validate(data)
     except ValidationError as err:
-        raise TopologyError(_one_line(source, err)) from None
+        raise TopologyError(_one_line(source, err, _KINDS[kind])) from None
     _check_rates(spec, source)
     return spec  # type: ignore[return-value]
 

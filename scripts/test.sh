@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up this machine (idempotent), then run the lint and the whole default test suite:
+# unit tests and real Mininet/OVS/os-ken/TensorFlow emulations. Run as root:
+#   sudo scripts/test.sh            (extra pytest arguments are passed through, e.g. -k psnet)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/setup.sh
+.venv/bin/testbed clean >/dev/null           # leftovers of an interrupted earlier run
+.venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { echo "test: ruff format would change files (run .venv/bin/ruff format .)" >&2; exit 1; }
+exec .venv/bin/pytest -q -p no:cacheprovider "$@"

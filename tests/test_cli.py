@@ -1,0 +1,101 @@
+"""The `testbed` command as users run it: real processes, real exit codes, real clean-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import bridges
+
+TESTBED = [sys.executable, "-m", "testbed.cli"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*TESTBED, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_show_prints_model_and_draws(tmp_path):
+    png = tmp_path / "t.png"
+    r = run("topo", "show", "topologies/psnet-testbed.yaml", "--png", str(png))
+    assert r.returncode == 0, r.stderr
+    assert "w1_3_2     worker       10.1.3.2" in r.stdout
+    assert "module 1: worker(2,2,2)" in r.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ("kind: psnet\ntors: 0\nps: 2\nworkers: 6\nworker_mbps: 100\n", "tors"),
+        ("kind: fattree\nk: 5\nworkers: [1]\nworker_mbps: 100\n", "k"),
+        ("kind: psnet\ntors: 3\nps: 1\nworkers: 6\nworker_mbsp: 100\n", "worker_mbsp"),
+        ("kind: torus\n", "kind"),
+        ("kind: [psnet\n", "not valid YAML"),
+    ],
+)
+def test_bad_file_is_one_line_naming_file_and_field(tmp_path, body, field):
+    f = tmp_path / "bad.yaml"
+    f.write_text(body)
+    r = run("topo", "show", str(f), "--png", "")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(f) in r.stderr and field in r.stderr
+
+
+@pytest.mark.root
+def test_doctor_passes_here():
+    r = run("doctor")
+    assert r.returncode == 0, r.stdout
+    assert "ready to emulate" in r.stdout
+
+
+@pytest.mark.root
+def test_topo_check_passes_on_the_psnet_prototype(no_leftovers):
+    r = run("topo", "check", "topologies/psnet-testbed.yaml", "--iperf-seconds", "2", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 failed" in r.stdout
+    assert "2 (ECS+ToR)" in r.stdout and "PS NIC" in r.stdout and "shaping" in r.stdout
+
+
+@pytest.mark.root
+def test_sigterm_tears_down(no_leftovers):
+    p = subprocess.Popen(
+        [*TESTBED, "topo", "check", "topologies/fattree-testbed.yaml"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not bridges() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "torn down" in err
+
+
+@pytest.mark.root
+def test_clean_removes_what_a_killed_run_left(no_leftovers):
+    code = (
+        "from testbed.net import Testbed\nimport time\n"
+        "with Testbed('topologies/psnet-testbed.yaml'):\n    print('up', flush=True); time.sleep(600)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert "ecs1" in bridges()  # a killed run leaves its network behind...
+    r = run("clean")
+    assert r.returncode == 0
+    assert "bridge ecs1" in r.stdout and "controller process" in r.stdout
+    hosts = subprocess.run(["pgrep", "-f", "mininet:"], capture_output=True, text=True).stdout.split()
+    assert hosts == []  # ...and clean removes it all (no_leftovers checks bridges and controller)
