@@ -14,8 +14,8 @@ routes inside multi-NIC hosts) and the BCT model all see the same paths.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -103,6 +103,11 @@ def _candidates(g: nx.MultiGraph, transit: set[str], src: str, dst: str) -> list
     return out
 
 
+def _hash(text: str) -> int:
+    """Stable, well-mixed hash (crc32 is affine: seeds of one length shift every pair alike)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
 def _edges(path: list[Hop]) -> list[tuple[str, int]]:
     return [(h.node, h.out_port) for h in path[:-1]]  # directed link = (node, out port)
 
@@ -128,7 +133,7 @@ def compute_paths(
         if not cands:
             continue
         if strategy == "hashed":
-            pick = cands[zlib.crc32(f"{src}>{dst}>{net.spec.seed}".encode()) % len(cands)]
+            pick = cands[_hash(f"{src}>{dst}>{net.spec.seed}") % len(cands)]
         else:
             pick = min(cands, key=lambda p: (max(load[e] for e in _edges(p)), sum(load[e] for e in _edges(p))))
         load.update(_edges(pick))

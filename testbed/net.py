@@ -82,6 +82,7 @@ class Testbed:
         self.run_dir = Path()
         self.routes: dict[str, list[HostRoute]] = {}
         self.timings: dict[str, float] = {}
+        self._lock: int | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -100,6 +101,10 @@ class Testbed:
         problems = doctor.blocking_problems(self.model.spec)
         if problems:
             raise TestbedError(problems[0])
+        try:
+            self._lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
+        except registry.Busy as err:
+            raise TestbedError(str(err)) from None
         taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
         if taken:
             raise TestbedError(
@@ -160,6 +165,9 @@ class Testbed:
         if self.run_dir != Path() and self.run_dir.exists():
             registry.save(self.run_dir, owner_pid=0)
             registry.clean_run(self.run_dir)
+        if self._lock is not None:
+            registry.release_emulator(self._lock)
+            self._lock = None
 
     # --- pieces of start ---------------------------------------------------------------------
     def _start_controller(self) -> None:

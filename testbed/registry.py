@@ -7,6 +7,7 @@ system temp directory that `mn -c` sweeps) with `state.json`; bridges also carry
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -21,6 +22,41 @@ import psutil
 LOG = logging.getLogger(__name__)
 RUN_ROOT = Path(os.environ.get("PSNET_RUN_ROOT", "/run/psnet-testbed"))
 TAG = "psnet-testbed"
+
+
+class Busy(RuntimeError):
+    """Another run holds the emulator."""
+
+
+def acquire_emulator(wait_s: float) -> int:
+    """Exclusive lock on the emulator for this process (released by the kernel if it dies).
+
+    One emulation at a time: switch names are global in OVS, and two runs would share the one
+    ovs-vswitchd thread and spoil each other's measurements.
+    """
+    RUN_ROOT.mkdir(parents=True, exist_ok=True)
+    fd = os.open(RUN_ROOT / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            return fd
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 32, 0).decode() or "?"
+                os.close(fd)
+                raise Busy(
+                    f"another testbed run (pid {holder}) is using the emulator; wait for it, or set "
+                    "PSNET_LOCK_WAIT_S to queue behind it"
+                ) from None
+            time.sleep(0.5)
+
+
+def release_emulator(fd: int) -> None:
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 def new_run() -> tuple[str, Path]:

@@ -46,8 +46,8 @@ def build_psnet(spec: PSNetSpec) -> Network:
     net = Network(spec)
     r = spec.tors
     bw = spec.worker_mbps
-    uplink = spec.uplink_mbps or bw * r
-    inter = spec.inter_module_mbps or uplink
+    uplink = spec.uplink_paper_mbps
+    inter = spec.inter_module_paper_mbps
     for m in range(1, spec.modules + 1):
         ecs = net.add_node(Node(f"ecs{m}", Role.ECS, f"10.{m}.0.0", dpid_for(Role.ECS, m), m))
         tors = [

@@ -13,6 +13,7 @@ the userspace datapath of this machine can carry faithfully.
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -81,7 +82,15 @@ class PSNetSpec(_Base):
                 f"modules: an R-regular graph needs H x R even (H={self.modules}, R={self.tors})"
                 "; change modules or tors"
             )
+        if isinstance(self.workers, int) and self.workers < 1:
+            raise ValueError(f"workers: a module needs at least one worker, got {self.workers}")
         for m, dep in enumerate(self.deployments(), start=1):
+            if dep is None and -(-self.worker_count(m) // self.tors) > self.m_d:
+                raise ValueError(
+                    f"workers: balancing {self.worker_count(m)} workers over {self.tors} ToRs needs "
+                    f"{-(-self.worker_count(m) // self.tors)} ECS-facing ports per ToR but tor_downlinks is "
+                    f"{self.m_d}; raise tor_downlinks"
+                )
             if dep is not None and len(dep) != self.tors:
                 raise ValueError(
                     f"workers: module {m} lists {len(dep)} ToRs but tors is {self.tors}; give "
@@ -127,6 +136,16 @@ class PSNetSpec(_Base):
         if self.ecs_ports is not None:
             return self.ecs_ports
         return max(self._raw_count(m) for m in range(1, self.modules + 1))
+
+    @property
+    def uplink_paper_mbps(self) -> float:
+        """ToR-SuperNode rate: the file's, else R x B_w (a ToR's downlinks never oversubscribe it)."""
+        return self.uplink_mbps or self.worker_mbps * self.tors
+
+    @property
+    def inter_module_paper_mbps(self) -> float:
+        """SuperNode-SuperNode rate: the file's, else the uplink rate."""
+        return self.inter_module_mbps or self.uplink_paper_mbps
 
     @property
     def m_d(self) -> int:
@@ -202,6 +221,8 @@ class BCubeSpec(_Base):
         servers = self.n ** (self.k + 1)
         if servers > 256:
             raise ValueError(f"n, k: BCube({self.n},{self.k}) has {servers} servers; keep <= 256")
+        if self.ps >= servers:
+            raise ValueError(f"ps: {self.ps} PSs leave no worker among the {servers} servers; use fewer")
         if self.ps + (self.workers or 0) > servers:
             raise ValueError(f"workers: {self.ps} PSs + {self.workers} workers exceed the {servers} servers")
         return self
@@ -211,7 +232,7 @@ TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec
 _KINDS: dict[str, type[BaseModel]] = {"psnet": PSNetSpec, "fattree": FatTreeSpec, "bcube": BCubeSpec}
 
 
-def _one_line(path: str, err: ValidationError, model: type[BaseModel]) -> str:
+def one_line_error(path: str, err: ValidationError, model: type[BaseModel]) -> str:
     """Render pydantic's most useful error as `file: field: problem; fix`.
 
     A misspelled key also makes the real key "missing": the unknown key is the cause, so it is
@@ -244,22 +265,22 @@ def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
     try:
         spec = _KINDS[kind].model_validate(data)
     except ValidationError as err:
-        raise TopologyError(_one_line(source, err, _KINDS[kind])) from None
+        raise TopologyError(one_line_error(source, err, _KINDS[kind])) from None
     _check_rates(spec, source)
     return spec  # type: ignore[return-value]
 
 
 def _check_rates(spec: TopologySpec, source: str) -> None:
     fields = {"worker_mbps": spec.worker_mbps}
-    if isinstance(spec, PSNetSpec):
+    if isinstance(spec, PSNetSpec):  # the rates the builder really uses, defaults included
         fields["K"] = spec.K * spec.worker_mbps
-        fields["uplink_mbps"] = spec.uplink_mbps or 0
-        fields["inter_module_mbps"] = spec.inter_module_mbps or 0
+        fields["uplink_mbps"] = spec.uplink_paper_mbps
+        fields["inter_module_mbps"] = spec.inter_module_paper_mbps
     if isinstance(spec, FatTreeSpec):
         fields["ps_mbps"] = spec.ps_mbps or 0
     for field, paper in fields.items():
-        if spec.emulated(paper) > EMULATOR_CEILING_MBPS:
-            need = paper / EMULATOR_CEILING_MBPS
+        if spec.emulated(paper) > EMULATOR_CEILING_MBPS * (1 + 1e-9):  # float slack: 4100/4.1
+            need = math.ceil(paper / EMULATOR_CEILING_MBPS * 1000) / 1000
             raise TopologyError(
                 f"{source}: {field}: {paper:g} Mbit/s at scale {spec.scale:g} emulates "
                 f"{spec.emulated(paper):g} Mbit/s, above the emulator's ceiling of "

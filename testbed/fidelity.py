@@ -1,0 +1,135 @@
+"""Fidelity monitor: is this run's emulation faithful? Measured, not assumed.
+
+While a run goes on, a thread samples the machine's CPU idle, ovs-vswitchd's CPU (the userspace
+datapath is one busy thread: near a full core it falls behind), and the transmitted bytes of
+every shaped switch-side interface. At the end each link's busiest window is set against its
+configured rate: a link that carried traffic but never got near its rate while ovs-vswitchd was
+saturated is the sign of an unfaithful run. The verdict names its reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from topologies.model import Network
+
+#: ovs-vswitchd above this share of one core for a sustained window means it is the bottleneck
+OVS_CPU_LIMIT = 0.90
+#: below this machine-wide idle share, TF processes and the datapath starve each other
+IDLE_LIMIT = 0.05
+#: a sample window (s); the busiest-window rate of a link is taken over this
+WINDOW_S = 1.0
+
+
+def _ovs_process() -> psutil.Process | None:
+    for p in psutil.process_iter(["name"]):
+        if p.info["name"] == "ovs-vswitchd":
+            return p
+    return None
+
+
+def _tx_bytes(intf: str) -> int:
+    try:
+        return int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
+    except OSError:
+        return 0
+
+
+@dataclass
+class Verdict:
+    faithful: bool
+    reason: str
+    ovs_cpu_p95: float
+    idle_p5: float
+    busiest_link: str = ""
+    busiest_utilisation: float = 0.0
+    samples: int = 0
+    links: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+class Monitor:
+    """Samples in a thread between start() and stop(); stop() returns the Verdict."""
+
+    def __init__(self, net: Network, interval_s: float = WINDOW_S) -> None:
+        self.net = net
+        self.interval_s = interval_s
+        # switch-side ends are in the root namespace, so /sys shows them; their tx is the
+        # traffic entering the cable from the switch, shaped at the cable's rate
+        self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
+        self.ovs = _ovs_process()
+        self.cpu: list[float] = []
+        self.idle: list[float] = []
+        self.peak: dict[str, float] = dict.fromkeys(self.intfs, 0.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Monitor:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        psutil.cpu_times_percent(None)
+        if self.ovs:
+            self.ovs.cpu_percent(None)
+        last = {i: _tx_bytes(i) for i in self.intfs}
+        t_last = time.monotonic()
+        while not self._stop.wait(self.interval_s):
+            now = time.monotonic()
+            dt = now - t_last
+            self.idle.append(psutil.cpu_times_percent(None).idle / 100.0)
+            if self.ovs:
+                try:
+                    self.cpu.append(self.ovs.cpu_percent(None) / 100.0)
+                except psutil.Error:
+                    self.ovs = None
+            for i in self.intfs:
+                b = _tx_bytes(i)
+                mbps = (b - last[i]) * 8 / dt / 1e6
+                self.peak[i] = max(self.peak[i], mbps)
+                last[i] = b
+            t_last = now
+
+    def stop(self) -> Verdict:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return self.verdict()
+
+    def verdict(self) -> Verdict:
+        cpu = sorted(self.cpu) or [0.0]
+        idle = sorted(self.idle) or [1.0]
+        ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
+        idle_p5 = idle[int(0.05 * (len(idle) - 1))]
+        util = {i: self.peak[i] / rate for i, rate in self.intfs.items() if self.peak[i] > 0.05 * rate}
+        busiest = max(util, key=util.get) if util else ""
+        reasons = []
+        if ovs_p95 > OVS_CPU_LIMIT:
+            reasons.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core (limit {OVS_CPU_LIMIT:.0%})")
+        if idle_p5 < IDLE_LIMIT:
+            reasons.append(f"machine idle down to {idle_p5:.0%} (limit {IDLE_LIMIT:.0%})")
+        faithful = not reasons
+        reason = (
+            "; ".join(reasons)
+            if reasons
+            else (
+                f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}"
+                + (f", busiest link {busiest} at {util[busiest]:.0%} of its rate" if busiest else "")
+            )
+        )
+        return Verdict(
+            faithful,
+            reason,
+            ovs_p95,
+            idle_p5,
+            busiest,
+            util.get(busiest, 0.0),
+            len(self.cpu),
+            {k: round(v, 3) for k, v in sorted(util.items(), key=lambda kv: -kv[1])[:10]},
+        )

@@ -1,0 +1,105 @@
+"""tc/ethtool argv builders: pure lists, checked without root."""
+
+from __future__ import annotations
+
+import pytest
+
+from testbed.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, tc_batch
+
+
+def argv(line: str) -> list[str]:
+    """An expected command written as one readable line."""
+    return line.split()
+
+
+def opt(cmd: list[str], name: str) -> str:
+    """The value following option `name` in an argv list."""
+    return cmd[cmd.index(name) + 1]
+
+
+@pytest.mark.parametrize(
+    ("mbps", "expected"),
+    [(1, 15000), (25, 15000), (30, 15000), (40, 20000), (100, 50000), (1000, 500000)],
+)
+def test_burst_is_one_tick_at_the_rate_but_at_least_15000_bytes(mbps, expected):
+    assert burst_bytes(mbps) == expected
+    assert burst_bytes(mbps) >= 15000
+    assert burst_bytes(mbps) >= mbps * 1e6 / 8 / HZ - 1
+
+
+def test_htb_commands_without_delay():
+    cmds = htb_cmds("w1_1_1-eth1", 100)
+    assert cmds == [
+        argv("tc qdisc replace dev w1_1_1-eth1 root handle 5: htb default 1"),
+        argv(
+            "tc class replace dev w1_1_1-eth1 parent 5: classid 5:1 htb rate 100mbit ceil 100mbit "
+            "burst 50000b cburst 50000b quantum 1514"
+        ),
+        argv("tc qdisc replace dev w1_1_1-eth1 parent 5:1 handle 10: pfifo limit 1000"),
+    ]
+
+
+def test_htb_class_has_explicit_quantum_and_burst():
+    (_, cls, _) = htb_cmds("t1_1-eth3", 12.5)
+    assert opt(cls, "quantum") == str(QUANTUM_BYTES) == "1514"
+    assert opt(cls, "burst") == opt(cls, "cburst") == "15000b"
+    assert int(opt(cls, "burst").removesuffix("b")) >= 15000
+
+
+@pytest.mark.parametrize(
+    ("mbps", "rate"),
+    [(100, "100mbit"), (12.5, "12.5mbit"), (0.5, "0.5mbit"), (33.333333333, "33.3333mbit"), (1000, "1000mbit")],
+)
+def test_rate_string_is_mbit(mbps, rate):
+    (_, cls, _) = htb_cmds("x-eth1", mbps)
+    assert opt(cls, "rate") == opt(cls, "ceil") == rate
+
+
+def test_root_default_class_is_the_shaped_class():
+    root, cls, leaf = htb_cmds("x-eth1", 50)
+    assert (opt(root, "handle"), opt(root, "default")) == ("5:", "1")
+    assert (opt(cls, "parent"), opt(cls, "classid")) == ("5:", "5:1")
+    assert opt(leaf, "parent") == "5:1"
+
+
+def test_queue_length_is_passed_in_packets():
+    assert htb_cmds("x-eth1", 50)[2][-2:] == ["limit", str(QUEUE_PKTS)]
+    assert htb_cmds("x-eth1", 50, queue_pkts=64)[2][-2:] == ["limit", "64"]
+
+
+@pytest.mark.parametrize("delay_ms", [0, 0.0])
+def test_no_netem_without_delay(delay_ms):
+    cmds = htb_cmds("x-eth1", 50, delay_ms=delay_ms)
+    assert not any("netem" in c for c in cmds)
+    assert cmds[2] == argv("tc qdisc replace dev x-eth1 parent 5:1 handle 10: pfifo limit 1000")
+
+
+@pytest.mark.parametrize(("delay_ms", "text"), [(2, "2ms"), (0.02, "0.02ms"), (10.5, "10.5ms")])
+def test_netem_leaf_only_with_delay(delay_ms, text):
+    cmds = htb_cmds("x-eth1", 50, queue_pkts=200, delay_ms=delay_ms)
+    assert len(cmds) == 3
+    assert not any("pfifo" in c for c in cmds)
+    assert cmds[2] == argv(f"tc qdisc replace dev x-eth1 parent 5:1 handle 10: netem delay {text} limit 200")
+
+
+def test_every_command_is_an_argv_of_strings():
+    for cmd in htb_cmds("x-eth1", 7.25, delay_ms=1) + [offload_cmd("x-eth1")]:
+        assert all(isinstance(a, str) and a and " " not in a for a in cmd)
+
+
+def test_offload_cmd_turns_off_all_offloads():
+    assert offload_cmd("ps1_1-eth2") == argv("ethtool -K ps1_1-eth2 tx off rx off tso off gso off gro off")
+
+
+def test_tc_batch_drops_the_leading_tc_and_skips_other_tools():
+    cmds = htb_cmds("a-eth1", 100) + [offload_cmd("a-eth1")] + [[]] + htb_cmds("b-eth2", 10)
+    lines = tc_batch(cmds).splitlines()
+    assert len(lines) == 6
+    assert lines[0] == "qdisc replace dev a-eth1 root handle 5: htb default 1"
+    assert lines[4] == (
+        "class replace dev b-eth2 parent 5: classid 5:1 htb rate 10mbit ceil 10mbit "
+        "burst 15000b cburst 15000b quantum 1514"
+    )
+    assert lines[5] == "qdisc replace dev b-eth2 parent 5:1 handle 10: pfifo limit 1000"
+    assert tc_batch(cmds).endswith("\n")
+    assert tc_batch([]) == ""

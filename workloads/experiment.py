@@ -1,0 +1,84 @@
+"""Experiment files: a topology file plus a job (model, batch size, iterations, placement, scale).
+
+    name: psnet-vgg16
+    topology: ../topologies/psnet-testbed.yaml   # relative to this file
+    scale: 10                                    # optional: overrides the topology's scale
+    job:
+      model: vgg16          # vgg16 | resnet50 | resnet110 | tiny
+      batch_size: 1         # BS per worker step
+      iterations: 10        # measured steps per worker (after warm-up)
+      warmup: 2             # steps dropped from the statistics
+      placement: round-robin  # round-robin (TF's default) | balanced (by size)
+      model_bytes: null     # paper-equivalent S; default: the paper's size of the model
+      width: null           # explicit width multiplier instead of model_bytes
+
+W and P are the topology's workers and PSs. The emulated job pushes S / scale bytes (the model's
+width is chosen to hit that), on links at B / scale, so S/B keeps the paper's value.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+
+#: The paper's Table 2 sizes (bytes) of the models; ResNet110 for CIFAR-10 has 1.7 M parameters.
+PAPER_MODEL_BYTES: dict[str, float] = {"vgg16": 528e6, "resnet50": 97e6, "resnet110": 6.9e6, "tiny": 4e6}
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: Literal["vgg16", "resnet50", "resnet110", "tiny"] = Field(description="model architecture")
+    batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
+    iterations: int = Field(default=10, ge=1, description="measured steps per worker")
+    warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
+    placement: Literal["round-robin", "balanced"] = Field(default="round-robin")
+    model_bytes: float | None = Field(default=None, gt=0, description="paper-equivalent S in bytes")
+    width: float | None = Field(default=None, gt=0, description="explicit width multiplier")
+    seed: int = Field(default=1)
+    threads: int = Field(default=1, ge=1, description="TF intra/inter-op threads per process")
+    deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
+
+    @property
+    def paper_bytes(self) -> float:
+        return self.model_bytes if self.model_bytes is not None else PAPER_MODEL_BYTES[self.model]
+
+
+class ExperimentSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = ""
+    topology: str = Field(description="topology YAML, relative to the experiment file")
+    scale: float | None = Field(default=None, gt=0, description="overrides the topology's scale")
+    repeat: int = Field(default=1, ge=1, description="runs of the same point (spread)")
+    job: JobSpec
+
+
+def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Path]:
+    """Read an experiment file and its topology (with the scale override applied)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as err:
+        raise TopologyError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
+    except yaml.YAMLError as err:
+        raise TopologyError(f"{p}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+    if not isinstance(data, dict):
+        raise TopologyError(f"{p}: (top level): expected a mapping with topology and job")
+    data.setdefault("name", p.stem)
+    try:
+        exp = ExperimentSpec.model_validate(data)
+    except ValidationError as err:
+        raise TopologyError(one_line_error(str(p), err, ExperimentSpec)) from None
+    topo_path = (p.parent / exp.topology).resolve()
+    if not topo_path.exists():
+        raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
+    topo = load_spec(topo_path)
+    if exp.scale is not None:
+        topo = parse_spec({**topo.model_dump(), "scale": exp.scale}, str(topo_path))
+    return exp, topo, topo_path
