@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -19,9 +20,10 @@ from controller.channel import ChannelError
 from controller.tc import CircuitError
 from testbed.runner import CommandError
 from topologies.schema import TopologyError
+from workloads.runner import RunError
 
 LOG = logging.getLogger("testbed")
-USER_ERRORS = (TopologyError, CircuitError, ChannelError, CommandError, FileNotFoundError)
+USER_ERRORS = (TopologyError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
@@ -66,8 +68,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     with Testbed(args.file) as tb:
         rows = run_checks(tb, iperf_s=args.iperf_seconds)
     print(format_rows(rows))
-    failed = sum(not r.ok for r in rows)
-    print(f"{len(rows) - failed} passed, {failed} failed")
+    failed = sum(r.ok is False for r in rows)
+    print(f"{sum(r.ok is True for r in rows)} passed, {failed} failed")
     return 1 if failed else 0
 
 
@@ -78,6 +80,63 @@ def cmd_up(args: argparse.Namespace) -> int:
     with Testbed(args.file) as tb:
         print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; extra commands: circuits, ecs, fail, repair")
         TestbedCLI(tb.mn, testbed=tb)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from workloads.runner import run_experiment
+
+    res = run_experiment(args.experiment, progress=not args.no_progress)
+    s = res.summary
+    b, pred = s["bct_s"], s["predicted"]
+    print(
+        f"{s['name']}: {s['model']} W={s['workers']} P={s['ps']} BS={s['batch_size']} scale {s['scale']:g}, "
+        f"{s['model_bytes_emulated'] / 1e6:.2f} MB pushed per worker-step (x{s['scale']:g} = paper S)"
+    )
+    print(
+        f"  BCT measured  mean {b['mean']:.3f} s  p50 {b['p50']:.3f}  p95 {b['p95']:.3f}  +-{b['ci95']:.3f} (95% CI, "
+        f"n={b['n']})"
+    )
+    if pred.get("equation"):
+        print(
+            f"  BCT model     min {pred['bct_min_s']:.3f} s  max {pred['bct_max_s']:.3f} s  ({pred['equation']}; "
+            f"T_push {pred['t_push_s']:.3f} s, T_compute {pred['t_compute_s']:.3f} s)"
+        )
+    f = s["fidelity"]
+    print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    print(f"  results       {res.out_dir}")
+    return 0
+
+
+def cmd_bct(args: argparse.Namespace) -> int:
+    from topologies.build import load_network
+    from workloads import bct_model, calibrate, models
+    from workloads.experiment import PAPER_MODEL_BYTES
+
+    net = load_network(args.file)
+    paper_bytes = args.model_bytes or PAPER_MODEL_BYTES[args.model]
+    if args.p_w and args.p_s:
+        p_w, p_s = args.p_w, args.p_s
+    else:
+        width = models.width_for_bytes(args.model, paper_bytes / net.spec.scale)
+        cal = calibrate.calibrate(
+            lambda: models.build_model(args.model, width), f"{args.model}@w{width:.6g}", args.batch_size
+        )
+        p_w, p_s = cal.p_w_samples_per_s, cal.p_s_bytes_per_s * net.spec.scale  # P_s on paper-sized updates
+    pred = bct_model.predict(
+        net, paper_bytes, args.batch_size * len(net.workers()), p_w, p_s, latency_s=args.latency_ms / 1000, scaled=False
+    )
+    print(
+        f"{net.name}: {args.model}, S = {paper_bytes / 1e6:.1f} MB, W={pred.workers} P={pred.ps}, "
+        f"BS={args.batch_size} per worker; P_w {p_w:.2f} samples/s, P_s {p_s:.3g} B/s ({pred.equation})"
+    )
+    print(
+        f"  T_push = T_pull {pred.t_push_s:.3f} s (per-flow {pred.flow_mbps:.1f} Mbit/s"
+        + (f", C = {pred.c}" if pred.c is not None else "")
+        + ")"
+    )
+    print(f"  T_compute {pred.t_compute_s:.3f} s  T_ps_update {pred.t_ps_update_s:.3f} s")
+    print(f"  BCT_min {pred.bct_min_s:.3f} s   BCT_max {pred.bct_max_s:.3f} s   (paper-equivalent seconds)")
     return 0
 
 
@@ -101,6 +160,19 @@ def build_parser() -> argparse.ArgumentParser:
     u = topo.add_parser("up", help="bring up and open Mininet's CLI")
     u.add_argument("file")
     u.set_defaults(func=cmd_up)
+    r = sub.add_parser("run", help="run an experiment file (network + TF job), write results/NAME/")
+    r.add_argument("experiment")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=cmd_run)
+    b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")
+    b.add_argument("file")
+    b.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50", "resnet110", "tiny"])
+    b.add_argument("--model-bytes", type=float, default=None, help="paper-equivalent S (default: the paper's)")
+    b.add_argument("--batch-size", type=int, default=1, help="samples per worker step")
+    b.add_argument("--p-w", type=float, default=None, help="P_w samples/s per worker (default: calibrated here)")
+    b.add_argument("--p-s", type=float, default=None, help="P_s bytes/s per PS (default: calibrated here)")
+    b.add_argument("--latency-ms", type=float, default=0.0, help="per-link latency")
+    b.set_defaults(func=cmd_bct)
     return p
 
 
@@ -110,6 +182,7 @@ def _terminate(_sig: int, _frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our output
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )

@@ -65,9 +65,8 @@ class Monitor:
         # traffic entering the cable from the switch, shaped at the cable's rate
         self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
         self.ovs = _ovs_process()
-        self.cpu: list[float] = []
-        self.idle: list[float] = []
-        self.peak: dict[str, float] = dict.fromkeys(self.intfs, 0.0)
+        # (time, machine idle share, ovs-vswitchd share of a core, {intf: Mbit/s}) per window
+        self.samples: list[tuple[float, float, float, dict[str, float]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -84,52 +83,52 @@ class Monitor:
         while not self._stop.wait(self.interval_s):
             now = time.monotonic()
             dt = now - t_last
-            self.idle.append(psutil.cpu_times_percent(None).idle / 100.0)
+            idle = psutil.cpu_times_percent(None).idle / 100.0
+            cpu = 0.0
             if self.ovs:
                 try:
-                    self.cpu.append(self.ovs.cpu_percent(None) / 100.0)
+                    cpu = self.ovs.cpu_percent(None) / 100.0
                 except psutil.Error:
                     self.ovs = None
+            rates = {}
             for i in self.intfs:
                 b = _tx_bytes(i)
-                mbps = (b - last[i]) * 8 / dt / 1e6
-                self.peak[i] = max(self.peak[i], mbps)
+                rates[i] = (b - last[i]) * 8 / dt / 1e6
                 last[i] = b
+            self.samples.append((time.time(), idle, cpu, rates))
             t_last = now
 
-    def stop(self) -> Verdict:
+    def stop(self, since: float | None = None) -> Verdict:
+        """End sampling; judge the windows after `since` (unix time), e.g. the first measured step."""
         self._stop.set()
         self._thread.join(timeout=5)
-        return self.verdict()
+        return self.verdict(since)
 
-    def verdict(self) -> Verdict:
-        cpu = sorted(self.cpu) or [0.0]
-        idle = sorted(self.idle) or [1.0]
+    def verdict(self, since: float | None = None) -> Verdict:
+        windows = [w for w in self.samples if since is None or w[0] >= since] or self.samples
+        cpu = sorted(w[2] for w in windows) or [0.0]
+        idle = sorted(w[1] for w in windows) or [1.0]
         ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
         idle_p5 = idle[int(0.05 * (len(idle) - 1))]
-        util = {i: self.peak[i] / rate for i, rate in self.intfs.items() if self.peak[i] > 0.05 * rate}
+        peak = {i: max((w[3][i] for w in windows), default=0.0) for i in self.intfs}
+        util = {i: peak[i] / rate for i, rate in self.intfs.items() if peak[i] > 0.05 * rate}
         busiest = max(util, key=util.get) if util else ""
         reasons = []
         if ovs_p95 > OVS_CPU_LIMIT:
             reasons.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core (limit {OVS_CPU_LIMIT:.0%})")
         if idle_p5 < IDLE_LIMIT:
             reasons.append(f"machine idle down to {idle_p5:.0%} (limit {IDLE_LIMIT:.0%})")
-        faithful = not reasons
-        reason = (
-            "; ".join(reasons)
-            if reasons
-            else (
-                f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}"
-                + (f", busiest link {busiest} at {util[busiest]:.0%} of its rate" if busiest else "")
-            )
+        detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
+            f", busiest link {busiest} peaked at {util[busiest]:.0%} of its rate" if busiest else ""
         )
+        top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
         return Verdict(
-            faithful,
-            reason,
+            not reasons,
+            "; ".join(reasons) or detail,
             ovs_p95,
             idle_p5,
             busiest,
             util.get(busiest, 0.0),
-            len(self.cpu),
-            {k: round(v, 3) for k, v in sorted(util.items(), key=lambda kv: -kv[1])[:10]},
+            len(windows),
+            {k: round(v, 3) for k, v in top.items()},
         )

@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 
 from mininet.link import Link as MnLink
-from mininet.log import setLogLevel
+from mininet.log import MininetLogger, setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
@@ -37,6 +37,21 @@ from topologies.build import load_network
 from topologies.mininet_topo import ModelTopo
 from topologies.model import Network
 
+
+def _plain_loggers() -> None:
+    """Undo mininet.log's `setLoggerClass(MininetLogger)`: it makes every logger created after it
+    (ours included) a Mininet logger at level 25 with its own handler, hiding INFO and doubling
+    warnings. Loggers made since are turned back into plain ones."""
+    logging.setLoggerClass(logging.Logger)
+    for name, lg in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(lg, MininetLogger) and not name.startswith("mininet"):
+            lg.__class__ = logging.Logger
+            lg.handlers.clear()
+            lg.setLevel(logging.NOTSET)
+            lg.propagate = True
+
+
+_plain_loggers()
 LOG = logging.getLogger(__name__)
 PROXY_VARS = (
     "http_proxy",
@@ -97,14 +112,16 @@ class Testbed:
         self.stop()
 
     def start(self) -> None:
-        t0 = time.monotonic()
         problems = doctor.blocking_problems(self.model.spec)
         if problems:
             raise TestbedError(problems[0])
+        t_lock = time.monotonic()
         try:
             self._lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
         except registry.Busy as err:
             raise TestbedError(str(err)) from None
+        t0 = time.monotonic()  # bring-up is timed from here: queueing for the lock is not part of it
+        self.timings["lock_wait_s"] = t0 - t_lock
         taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
         if taken:
             raise TestbedError(
@@ -134,8 +151,8 @@ class Testbed:
             root_intfs=[i.name for s in self.mn.switches for i in s.intfList() if i.name != "lo"],
         )
         self._configure_hosts()
-        self._shape()
         self.mn.start()
+        self._shape()  # after start: OVS resets the root qdisc of a port when it adds it to a bridge
         for sw in self.mn.switches:  # mark our bridges so `testbed clean` finds only ours
             subprocess.run(
                 ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={self.run_id}"],

@@ -54,3 +54,16 @@ def test_ps_served_on_the_workers_tor_nic(tb):
 def test_shaping_within_90_to_100_percent(tb):
     (row,) = check_shaping(tb, seconds=3)
     assert row.ok, row
+
+
+def test_switch_egress_is_shaped_when_flows_share_a_cable(tb):
+    """Two workers pushing into one PS NIC get its rate together, not each: the switch side of
+    every cable is shaped too (OVS resets a port's qdisc when it adds it, so order matters)."""
+    w = [n.name for n in tb.model.workers() if tb.circuits().get(n.name) == "t1_1"][:2]
+    if len(w) < 2:
+        pytest.skip("needs two workers circuited to one PSNet ToR")
+    ps = tb.model.pss()[0].name
+    rates = measure.iperf(tb, [(w[0], ps), (w[1], ps)], seconds=3)
+    nic = next(ln for ln in tb.model.links_between(ps, "t1_1")).mbps
+    total = sum(r.achieved_mbps for r in rates)
+    assert 0.90 * nic <= total <= 1.0 * nic, (total, nic)

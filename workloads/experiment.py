@@ -25,9 +25,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+from workloads.models import PAPER_BYTES
 
-#: The paper's Table 2 sizes (bytes) of the models; ResNet110 for CIFAR-10 has 1.7 M parameters.
-PAPER_MODEL_BYTES: dict[str, float] = {"vgg16": 528e6, "resnet50": 97e6, "resnet110": 6.9e6, "tiny": 4e6}
+#: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
+#: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes.
+PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936}
 
 
 class JobSpec(BaseModel):

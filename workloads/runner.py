@@ -25,9 +25,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from testbed.fidelity import Monitor
+from testbed.measure import nic_bytes
 from testbed.net import Testbed, clean_env
 from topologies.build import build_network
 from workloads.experiment import ExperimentSpec, load_experiment
@@ -109,11 +111,11 @@ class RunResult:
 
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version(), "kernel": platform.release()}
-    for mod in ("tensorflow", "os_ken", "networkx"):
+    for dist in ("tensorflow-cpu", "os-ken", "networkx", "mininet"):
         try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # version is information only
-            out[mod] = "?"
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:  # apt's Mininet has no metadata in the venv
+            out[dist] = "?"
     try:
         out["ovs"] = subprocess.run(["ovs-vswitchd", "--version"], capture_output=True, text=True).stdout.split()[-1]
         out["git"] = subprocess.run(
@@ -261,6 +263,11 @@ class JobRun:
             except subprocess.TimeoutExpired:
                 LOG.warning("%s: job process did not exit", p.host)
 
+    def first_measured_s(self) -> float | None:
+        """Unix time the first measured (post-warm-up) step started, if any did."""
+        starts = [r["t_start"] for r in self.iterations() if r["step"] > self.exp.job.warmup]
+        return min(starts) if starts else None
+
     def iterations(self) -> list[dict]:
         rows = []
         for p in self.procs:
@@ -277,14 +284,40 @@ class JobRun:
 
 
 def choose_width(exp: ExperimentSpec, scale: float) -> tuple[float, float]:
-    """Width multiplier giving S / scale bytes (or the file's width); returns (width, bytes)."""
+    """Width multiplier giving S / scale bytes; returns (width, emulated bytes).
+
+    An explicit width wins; at scale 1 with no model_bytes the real CIFAR architecture runs
+    unchanged (width 1); otherwise the width is solved for the paper's S divided by the scale.
+    """
     from workloads import models
 
-    if exp.job.width is not None:
-        return exp.job.width, models.param_bytes(exp.job.model, exp.job.width)
+    if exp.job.width is not None or (scale == 1 and exp.job.model_bytes is None):
+        width = exp.job.width or 1.0
+        return width, models.param_bytes(exp.job.model, width)
     target = exp.job.paper_bytes / scale
     width = models.width_for_bytes(exp.job.model, target)
     return width, models.param_bytes(exp.job.model, width)
+
+
+def prediction(net, exp: ExperimentSpec, width: float, model_bytes: float) -> dict:
+    """The paper's model for this job (Eqs. 1-7), with P_w and P_s calibrated here and cached."""
+    from workloads import bct_model, calibrate, models
+
+    try:
+        cal = calibrate.calibrate(
+            lambda: models.build_model(exp.job.model, width), f"{exp.job.model}@w{width:.6g}", exp.job.batch_size
+        )
+        pred = bct_model.predict(
+            net, model_bytes, exp.job.batch_size * len(net.workers()), cal.p_w_samples_per_s, cal.p_s_bytes_per_s
+        )
+    except ValueError as err:  # BCube, or a job over more than two modules
+        return {"equation": None, "note": str(err)}
+    return {
+        **{k: v for k, v in pred.__dict__.items()},
+        "t_comm_s": pred.t_comm_s,
+        "p_w_samples_per_s": cal.p_w_samples_per_s,
+        "p_s_bytes_per_s": cal.p_s_bytes_per_s,
+    }
 
 
 def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
@@ -308,6 +341,7 @@ def run_experiment(path: str | Path, results: Path = REPO / "results", progress:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    predicted = prediction(net, exp, width, model_bytes)
     complete, error = False, ""
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
@@ -317,12 +351,15 @@ def run_experiment(path: str | Path, results: Path = REPO / "results", progress:
         except RunError as err:
             error = str(err)
         finally:
-            verdict = monitor.stop()
+            verdict = monitor.stop(since=job.first_measured_s())
             job.stop()
             events = tb.request("events")["events"]
+            nics = {ps.name: nic_bytes(tb, ps.name) for ps in net.pss()}
     rows = job.iterations()
     _write(out, exp, rows, job, events)
     summary = summarize(exp, net, rows, job, model_bytes, verdict, complete, error)
+    summary["predicted"] = predicted
+    summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if error:
         raise RunError(f"{error} (partial results kept in {out})")
@@ -346,7 +383,7 @@ def summarize(exp, net, rows, job, model_bytes, verdict, complete, error) -> dic
     """Per-step BCT (the slowest worker of each step) after warm-up, with the model beside it."""
     by_step: dict[int, float] = {}
     for r in rows:
-        if r["step"] >= exp.job.warmup:
+        if r["step"] > exp.job.warmup:  # steps count from 1
             by_step[r["step"]] = max(by_step.get(r["step"], 0.0), r["bct_s"])
     done = [r for p in job.procs for r in p.lines if r["event"] == "done"]
     bct = stats(list(by_step.values()))

@@ -1,0 +1,790 @@
+"""`python -m testbed.bench_network`: measure the emulated network against its targets.
+
+Three figures, each printed with its target beside the measured value (nothing is asserted):
+
+1. Bring-up: topology file -> every intended pair pings, for every shipped topology file, and the
+   teardown after it; beside it, the same FatTree prototype as plain Mininet bridges in
+   standalone mode with STP and no controller (the classic way to avoid loops), timed until its
+   worker<->PS pairs ping.
+2. ECS reconfiguration on the PSNet prototype: a worker sends a paced UDP stream to a PS; the PS
+   records which NIC each datagram arrives on; the worker's circuit is moved to another ToR.
+   Measured: request -> first datagram on the PS NIC of the new ToR, the gap between the last
+   datagram on the old NIC and the first on the new one, and the datagrams lost in between.
+3. Shaping fidelity: iperf3 goodput / configured rate for 1 and 6 TCP flows, each flow with its
+   own bottleneck at the worker rate, with ovs-vswitchd's CPU and the machine's idle time.
+
+Results go to OUT/network.json (everything, raw arrivals under OUT/raw/) and OUT/network.md.
+Every emulation takes the testbed's emulator lock (set PSNET_LOCK_WAIT_S to queue behind other
+runs); time spent waiting for the lock is measured and left out of the bring-up figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import psutil
+import yaml
+from mininet.link import Link as MnLink
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import OVSSwitch
+
+from testbed import measure, registry
+from testbed.net import Testbed
+from testbed.runner import run_all
+from testbed.shaping import offload_cmd
+from topologies.build import load_network
+from topologies.mininet_topo import ModelTopo
+from topologies.model import Network
+from topologies.schema import FIDELITY_BUDGET_MBPS
+
+LOG = logging.getLogger(__name__)
+TOP = Path(__file__).resolve().parent.parent
+
+PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
+BRINGUP_TARGET_S = 5.0
+RECONFIG_TARGET_MS = 100.0
+FIDELITY_TARGET = 0.95
+#: TCP goodput -> rate on the wire: a 1448-byte payload (MSS 1460 less 12 bytes of timestamps)
+#: travels in a 1514-byte Ethernet frame, and HTB counts the frame.
+WIRE_FACTOR = 1448 / 1514
+STP_CAP_S = 120.0
+REACH_CAP_S = 60.0
+
+RECONFIG_TOPOLOGY = "psnet-testbed"
+RECONFIG_WORKER, RECONFIG_PS, RECONFIG_OTHER_TOR = "w1_1_1", "ps1_1", "t1_3"
+SEND_GAP_S = 0.0005
+UDP_PORT = 7777
+SETTLE_S = 0.6  # between reconfigurations: the stream runs steadily on one NIC again
+
+SHAPING_BASE = "psnet-testbed"
+
+# Run inside the PS with sys.executable: one line "ready", then on SIGTERM a JSON object with the
+# arrival time (time.time(): CLOCK_REALTIME is shared by all namespaces), the interface index from
+# IP_PKTINFO and the sequence number of every datagram, plus the names of the indices.
+RECEIVER = r"""
+import json, signal, socket, struct, sys, time
+IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux value; Python 3.11 does not export it
+done = False
+def on_term(*_):
+    global done
+    done = True
+signal.signal(signal.SIGTERM, on_term)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
+s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.settimeout(0.1)
+rec = []
+print("ready", flush=True)
+while not done:
+    try:
+        data, anc, _flags, _addr = s.recvmsg(64, socket.CMSG_SPACE(12))
+    except (TimeoutError, InterruptedError):
+        continue
+    t = time.time()
+    ifindex = -1
+    for level, kind, val in anc:
+        if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
+            ifindex = struct.unpack("I", val[:4])[0]
+    rec.append((t, ifindex, struct.unpack("!I", data[:4])[0]))
+names = {}
+for i in {r[1] for r in rec}:
+    try:
+        names[i] = socket.if_indextoname(i)
+    except OSError:
+        names[i] = str(i)
+print(json.dumps({"rec": [(t, names[i], q) for t, i, q in rec]}), flush=True)
+"""
+
+# Run inside the worker: one datagram (sequence number, send time) every GAP s until SIGTERM.
+# Paced against an absolute schedule; after a stall (2 cores, busy) it restarts the schedule
+# rather than bursting, since the userspace datapath drops part of a burst.
+SENDER = r"""
+import json, signal, socket, struct, sys, time
+done = False
+def on_term(*_):
+    global done
+    done = True
+signal.signal(signal.SIGTERM, on_term)
+ip, port, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+seq, errors = 0, 0
+nxt = time.monotonic()
+while not done:
+    try:
+        s.sendto(struct.pack("!Id", seq, time.time()), (ip, port))
+    except OSError:
+        errors += 1
+    seq += 1
+    nxt += gap
+    d = nxt - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    elif d < -10 * gap:
+        nxt = time.monotonic()
+print(json.dumps({"sent": seq, "errors": errors}), flush=True)
+"""
+
+
+# --- helpers shared by the figures -------------------------------------------------------------
+def lock_wait_s() -> float:
+    """PSNET_LOCK_WAIT_S: how long to queue for the emulator lock (0 = fail at once if busy)."""
+    return float(os.environ.get("PSNET_LOCK_WAIT_S", "0"))
+
+
+@contextmanager
+def timed_lock(waits: list[float]) -> Iterator[None]:
+    """Record in `waits` the seconds every emulator-lock acquisition queued.
+
+    Testbed.start's bring_up_s starts its clock before taking the lock, so it includes the time
+    queued behind another run; wrapping the registry function measures that time so the
+    benchmark can leave it out.
+    """
+    original = registry.acquire_emulator
+
+    def timed(wait_s: float) -> int:
+        t = time.monotonic()
+        try:
+            return original(wait_s)
+        finally:
+            waits.append(time.monotonic() - t)
+
+    registry.acquire_emulator = timed
+    try:
+        yield
+    finally:
+        registry.acquire_emulator = original
+
+
+@dataclass
+class BareNet:
+    """The two things `measure.reachable` needs (model, host) for a network built without Testbed."""
+
+    model: Network
+    mn: object
+
+    def host(self, name: str):
+        return self.mn.get(name)
+
+
+def wait_reachable(tb, pairs: list[tuple[str, str]], cap_s: float, ping_wait_s: float = 1.0) -> float | None:
+    """Seconds until every pair has pinged once (pairs that pinged are not retried), None at cap."""
+    t0 = time.monotonic()
+    left = list(pairs)
+    while left:
+        res = measure.reachable(tb, left, wait_s=ping_wait_s)
+        left = [p for p in left if not res.get(p, False)]
+        if left and time.monotonic() - t0 > cap_s:
+            LOG.warning("%d pairs still unreachable after %.0f s, e.g. %s", len(left), cap_s, left[:3])
+            return None
+    return time.monotonic() - t0
+
+
+def median(xs: list[float | None]) -> float | None:
+    """Median of the values that were measured (None: not measured)."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def maximum(xs: list[float | None]) -> float | None:
+    """Largest measured value (None: not measured)."""
+    return max((x for x in xs if x is not None), default=None)
+
+
+# --- 1. bring-up -------------------------------------------------------------------------------
+def bringup_once(path: Path) -> dict:
+    """File -> Testbed started -> every intended pair pinged; then the teardown (seconds)."""
+    waits: list[float] = []
+    t0 = time.monotonic()
+    tb = Testbed(path)
+    row: dict = {"topology": path.stem}
+    try:
+        with timed_lock(waits):
+            tb.start()
+        t_started = time.monotonic()
+        pairs = tb.model.intended_pairs()
+        reach_s = wait_reachable(tb, pairs, REACH_CAP_S)
+        t_reached = time.monotonic()
+        lock_s = sum(waits)
+        row |= {
+            "hosts": len(tb.model.hosts()),
+            "switches": len(tb.model.switches()),
+            "pairs": len(pairs),
+            "lock_wait_s": lock_s,
+            "start_s": t_started - t0 - lock_s,
+            "testbed_bring_up_s": tb.timings["bring_up_s"] - lock_s,
+            "reach_s": reach_s,
+            "file_to_reachable_s": (t_reached - t0 - lock_s) if reach_s is not None else None,
+        }
+    finally:
+        t1 = time.monotonic()
+        tb.stop()
+        row["teardown_s"] = time.monotonic() - t1
+    return row
+
+
+def bringup_figure(files: list[Path], reps: int) -> list[dict]:
+    """Median over `reps` bring-ups of each file (every rep kept under `runs`)."""
+    out = []
+    for path in files:
+        runs = []
+        for i in range(reps):
+            LOG.info("bring-up %s (%d/%d)", path.stem, i + 1, reps)
+            runs.append(bringup_once(path))
+        keys = ("start_s", "testbed_bring_up_s", "reach_s", "file_to_reachable_s", "teardown_s")
+        summary = {k: median([r.get(k) for r in runs]) for k in keys}
+        first = runs[0]
+        out.append(
+            {
+                "topology": path.stem,
+                "hosts": first.get("hosts"),
+                "switches": first.get("switches"),
+                "pairs": first.get("pairs"),
+                "reps": reps,
+                "prototype": path.stem in PROTOTYPES,
+                **summary,
+                "runs": runs,
+            }
+        )
+    return out
+
+
+def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
+    """The FatTree as plain Mininet: userspace OVS, standalone + STP, no controller.
+
+    Times file -> worker<->PS pairs ping. The run is registered like a Testbed run (run folder,
+    host PIDs, tagged bridges), so `testbed clean` can remove it if this process dies.
+    """
+    t_lock = time.monotonic()
+    lock = registry.acquire_emulator(lock_wait_s())
+    lock_s = time.monotonic() - t_lock
+    mn = None
+    run_dir = None
+    row: dict = {"topology": f"{path.stem} (standalone STP, no controller)", "lock_wait_s": lock_s}
+    try:
+        t0 = time.monotonic()
+        model = load_network(path)
+        taken = sorted(set(registry.existing_bridges()) & {n.name for n in model.switches()})
+        if taken:
+            raise RuntimeError(f"bridge {taken[0]} already exists; not building the STP FatTree over it")
+        run_id, run_dir = registry.new_run()
+        registry.save(run_dir, owner_pid=os.getpid(), topology=f"{path} (bench STP)")
+        setLogLevel("warning")
+        switch = partial(OVSSwitch, datapath="user", failMode="standalone", stp=True)
+        mn = Mininet(
+            topo=ModelTopo(model),
+            switch=switch,
+            controller=None,
+            link=MnLink,
+            autoSetMacs=False,
+            autoStaticArp=False,
+            build=False,
+            waitConnected=False,
+        )
+        mn.build()
+        registry.save(
+            run_dir,
+            host_pids=[h.pid for h in mn.hosts] + [s.pid for s in mn.switches],
+            root_intfs=[i.name for s in mn.switches for i in s.intfList() if i.name != "lo"],
+        )
+        for h in model.hosts():
+            cmds = []
+            for ln in model.links_of(h.name):
+                intf = ln.intf(h.name)
+                cmds += [
+                    ["ip", "link", "set", intf, "address", model.mac(h.name, ln.port_of(h.name))],
+                    ["ip", "addr", "flush", "dev", intf],
+                    ["ip", "addr", "add", f"{h.ip}/8", "dev", intf],
+                    offload_cmd(intf),
+                ]
+            run_all(mn.get(h.name), cmds)
+        mn.start()
+        for sw in mn.switches:
+            subprocess.run(
+                ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={run_id}"],
+                check=True,
+                capture_output=True,
+            )
+        t_started = time.monotonic()
+        pairs = model.intended_pairs()
+        reach_s = wait_reachable(BareNet(model, mn), pairs, cap_s, ping_wait_s=0.5)
+        t_reached = time.monotonic()
+        row |= {
+            "hosts": len(model.hosts()),
+            "switches": len(model.switches()),
+            "pairs": len(pairs),
+            "start_s": t_started - t0,
+            "reach_s": reach_s,
+            "file_to_reachable_s": (t_reached - t0) if reach_s is not None else None,
+            "capped_at_s": cap_s,
+        }
+    finally:
+        t1 = time.monotonic()
+        try:
+            if mn is not None:
+                mn.stop()
+        finally:
+            row["teardown_s"] = time.monotonic() - t1
+            if run_dir is not None and run_dir.exists():
+                registry.save(run_dir, owner_pid=0)
+                registry.clean_run(run_dir)
+            registry.release_emulator(lock)
+    return row
+
+
+# --- 2. ECS reconfiguration --------------------------------------------------------------------
+def analyze_switch(rec: list[tuple[float, str, int]], t0: float, t_next: float, old_if: str, new_if: str) -> dict:
+    """One reconfiguration seen at the PS: `rec` is (arrival s, interface, seq) in arrival order.
+
+    first_new_ms: request (t0) -> first datagram on the new ToR's NIC; gap_ms: last datagram on
+    the old NIC -> that first one; lost: sequence numbers between the last datagram received
+    before the request and that first one that never arrived (on any NIC).
+    """
+    window = [r for r in rec if t0 <= r[0] < t_next]
+    first_new = next((r for r in window if r[1] == new_if), None)
+    if first_new is None:
+        return {"first_new_ms": None, "gap_ms": None, "lost": None, "late_old": None}
+    olds = [r for r in rec if r[0] < first_new[0] and r[1] == old_if]
+    last_old = olds[-1] if olds else None
+    before = [r[2] for r in rec if r[0] < t0]
+    seq_lo = max(before) if before else first_new[2] - 1
+    got = {r[2] for r in rec}
+    return {
+        "first_new_ms": (first_new[0] - t0) * 1000,
+        "gap_ms": (first_new[0] - last_old[0]) * 1000 if last_old else None,
+        "lost": sum(1 for s in range(seq_lo + 1, first_new[2]) if s not in got),
+        "late_old": sum(1 for r in window if r[1] == old_if and r[0] > first_new[0]),
+    }
+
+
+def reconfig_session(tb: Testbed, dark_ms: float, reps: int) -> tuple[list[dict], dict]:
+    """Move the worker's circuit `reps` times (home ToR <-> other) under one paced UDP stream."""
+    worker, ps = RECONFIG_WORKER, RECONFIG_PS
+    home = tb.circuits()[worker]
+    nic = {tor: tb.model.links_between(ps, tor)[0].intf(ps) for tor in (home, RECONFIG_OTHER_TOR)}
+    recv = tb.host(ps).popen(
+        [sys.executable, "-c", RECEIVER, str(UDP_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    events: list[dict] = []
+    sent: dict = {}
+    try:
+        if recv.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"UDP receiver in {ps} did not start: {recv.stderr.read()[-400:]}")
+        send = tb.host(worker).popen(
+            [sys.executable, "-c", SENDER, tb.model.nodes[ps].ip, str(UDP_PORT), str(SEND_GAP_S)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(SETTLE_S)
+            for _ in range(reps):
+                old = tb.circuits()[worker]
+                new = RECONFIG_OTHER_TOR if old == home else home
+                t0 = time.time()
+                reply = tb.reconfigure(worker, new, dark_ms=dark_ms)
+                t1 = time.time()
+                events.append(
+                    {"t0": t0, "old": old, "new": new, "call_ms": (t1 - t0) * 1000, "controller_ms": reply["ms"]}
+                )
+                time.sleep(SETTLE_S)
+        finally:
+            send.terminate()
+            out, err = send.communicate(timeout=10)
+            sent = json.loads(out) if out.strip() else {"error": err[-400:]}
+    finally:
+        recv.terminate()
+        out, err = recv.communicate(timeout=30)
+    if tb.circuits()[worker] != home:  # leave the prototype as the file deploys it
+        tb.reconfigure(worker, home, dark_ms=0)
+    rec = [tuple(r) for r in json.loads(out)["rec"]] if out.strip() else []
+    if not rec:
+        raise RuntimeError(f"UDP receiver in {ps} recorded nothing: {err[-400:]}")
+    for i, ev in enumerate(events):
+        t_next = events[i + 1]["t0"] if i + 1 < len(events) else float("inf")
+        ev |= analyze_switch(rec, ev["t0"], t_next, nic[ev["old"]], nic[ev["new"]])
+    received = len({r[2] for r in rec})
+    stream = {
+        "dark_ms": dark_ms,
+        "sent": sent.get("sent"),
+        "send_errors": sent.get("errors"),
+        "received": received,
+        "lost_total": (sent["sent"] - received) if "sent" in sent else None,
+        "nics": nic,
+        "arrivals": rec,
+    }
+    return events, stream
+
+
+def reconfig_figure(dark_values: list[float], reps: int, raw_dir: Path) -> list[dict]:
+    """Medians per dark period; the raw arrivals are written to raw_dir."""
+    out = []
+    with Testbed(TOP / "topologies" / f"{RECONFIG_TOPOLOGY}.yaml") as tb:
+        if not all(measure.reachable(tb, [(RECONFIG_WORKER, RECONFIG_PS)]).values()):
+            LOG.warning("%s does not reach %s before the reconfiguration runs", RECONFIG_WORKER, RECONFIG_PS)
+        for dark in dark_values:
+            LOG.info("reconfiguration, dark %g ms, %d repetitions", dark, reps)
+            events, stream = reconfig_session(tb, dark, reps)
+            raw_dir.mkdir(parents=True, exist_ok=True)
+            (raw_dir / f"reconfig-dark{dark:g}ms.json").write_text(json.dumps({"events": events, **stream}))
+            out.append(
+                {
+                    "dark_ms": dark,
+                    "reps": len(events),
+                    "first_new_ms": median([e["first_new_ms"] for e in events]),
+                    "first_new_ms_max": maximum([e["first_new_ms"] for e in events]),
+                    "gap_ms": median([e["gap_ms"] for e in events]),
+                    "lost": median([e["lost"] for e in events]),
+                    "lost_max": maximum([e["lost"] for e in events]),
+                    "call_ms": median([e["call_ms"] for e in events]),
+                    "controller_ms": median([e["controller_ms"] for e in events]),
+                    "missed": sum(e["first_new_ms"] is None for e in events),
+                    "stream_sent": stream["sent"],
+                    "stream_lost": stream["lost_total"],
+                    "events": events,
+                }
+            )
+    return out
+
+
+# --- 3. shaping fidelity -----------------------------------------------------------------------
+def shaping_topology(mbps: float, folder: Path) -> Path:
+    """The PSNet prototype file with every rate scaled so that workers run at `mbps` (scale 1)."""
+    data = yaml.safe_load((TOP / "topologies" / f"{SHAPING_BASE}.yaml").read_text())
+    data |= {"name": f"{SHAPING_BASE}-{mbps:g}mbps", "worker_mbps": mbps, "scale": 1}
+    path = folder / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def flow_pairs(flows: int) -> list[tuple[str, str]]:
+    """1 flow: w1_1_1 -> ps1_1; 6 flows: w1_t_1 -> ps1_1 and w1_t_2 -> ps1_2 for ToR t = 1..3."""
+    if flows == 1:
+        return [("w1_1_1", "ps1_1")]
+    if flows == 6:
+        return [(f"w1_{t}_{i}", f"ps1_{i}") for t in (1, 2, 3) for i in (1, 2)]
+    raise ValueError(f"flows: 1 or 6, got {flows}")
+
+
+def flow_problems(tb: Testbed, pairs: list[tuple[str, str]], mbps: float) -> list[str]:
+    """Why the pairs would not each have their own bottleneck at `mbps` (empty if they do)."""
+    problems = []
+    circuits = tb.circuits()
+    nics: Counter = Counter()
+    for w, ps in pairs:
+        b = measure.bottleneck_mbps(tb, w, ps)
+        if abs(b - mbps) > 1e-6:
+            problems.append(f"{w}->{ps}: bottleneck {b:g} Mbit/s, not {mbps:g}")
+        nics[(ps, circuits[w])] += 1
+    problems += [f"{ps}'s NIC on {tor} carries {n} flows" for (ps, tor), n in nics.items() if n > 1]
+    return problems
+
+
+def ovs_process() -> psutil.Process:
+    """The running ovs-vswitchd (from its pid file, else by its exact process name)."""
+    for f in ("/var/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovs-vswitchd.pid"):
+        try:
+            return psutil.Process(int(Path(f).read_text().strip()))
+        except (OSError, ValueError, psutil.Error):
+            continue
+    for p in psutil.process_iter(["name"]):
+        if p.info["name"] == "ovs-vswitchd":
+            return p
+    raise RuntimeError("ovs-vswitchd is not running (testbed doctor)")
+
+
+class CpuSampler(threading.Thread):
+    """Every period_s: ovs-vswitchd's CPU (% of one core, all threads) and the machine's idle %."""
+
+    def __init__(self, period_s: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.period_s = period_s
+        self.ovs = ovs_process()
+        self.samples: list[tuple[float, float]] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        self.ovs.cpu_percent(None)
+        psutil.cpu_times_percent(None)
+        while not self._done.wait(self.period_s):
+            self.samples.append((self.ovs.cpu_percent(None), psutil.cpu_times_percent(None).idle))
+
+    def finish(self, skip_s: float) -> tuple[float | None, float | None]:
+        """Stop; means over the samples after the first `skip_s` seconds (iperf's warm-up)."""
+        self._done.set()
+        self.join()
+        keep = self.samples[int(skip_s / self.period_s) :] or self.samples
+        if not keep:
+            return None, None
+        return statistics.mean(s[0] for s in keep), statistics.mean(s[1] for s in keep)
+
+
+def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: float) -> list[dict]:
+    """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="psnet-bench-") as tmp:
+        for mbps in rates_mbps:
+            path = shaping_topology(mbps, Path(tmp))
+            with Testbed(path) as tb:
+                for flows in flow_counts:
+                    pairs = flow_pairs(flows)
+                    problems = flow_problems(tb, pairs, mbps)
+                    for p in problems:
+                        LOG.warning("shaping %g Mbit/s x %d: %s", mbps, flows, p)
+                    LOG.info("shaping %g Mbit/s x %d flows, %g s", mbps, flows, seconds)
+                    sampler = CpuSampler()
+                    sampler.start()
+                    try:
+                        rates = measure.iperf(tb, pairs, seconds)
+                    finally:
+                        ovs_cpu, idle = sampler.finish(skip_s=1.5)  # server start + iperf's 1 s omit
+                    ratios = [r.achieved_mbps / mbps for r in rates]
+                    out.append(
+                        {
+                            "rate_mbps": mbps,
+                            "flows": flows,
+                            "aggregate_mbps": mbps * flows,
+                            "seconds": seconds,
+                            "goodput_mean": statistics.mean(ratios),
+                            "goodput_min": min(ratios),
+                            "wire_mean": statistics.mean(ratios) / WIRE_FACTOR,
+                            "wire_min": min(ratios) / WIRE_FACTOR,
+                            "ovs_cpu_pct": ovs_cpu,
+                            "idle_pct": idle,
+                            "pair_problems": problems,
+                            "flows_detail": [asdict(r) for r in rates],
+                        }
+                    )
+    return out
+
+
+# --- tables ------------------------------------------------------------------------------------
+def _f(x: float | None, fmt: str = ".2f", none: str = "-") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def format_tables(res: dict) -> str:
+    """The three figures as markdown tables, target beside measured."""
+    parts = []
+    if res.get("bringup") or res.get("stp"):
+        rows = []
+        for r in res.get("bringup", []):
+            target = f"< {BRINGUP_TARGET_S:g} s" if r["prototype"] else "-"
+            rows.append(
+                [
+                    r["topology"],
+                    f"{r['hosts']}/{r['switches']}",
+                    str(r["pairs"]),
+                    str(r["reps"]),
+                    _f(r["start_s"]),
+                    _f(r["reach_s"]),
+                    _f(r["file_to_reachable_s"], none="not reached"),
+                    target,
+                    _f(r["teardown_s"]),
+                ]
+            )
+        if res.get("stp"):
+            r = res["stp"]
+            reached = _f(r.get("file_to_reachable_s"), none=f"not within {r.get('capped_at_s', STP_CAP_S):g} s")
+            rows.append(
+                [
+                    r["topology"],
+                    f"{r.get('hosts', '-')}/{r.get('switches', '-')}",
+                    str(r.get("pairs", "-")),
+                    "1",
+                    _f(r.get("start_s")),
+                    _f(r.get("reach_s")),
+                    reached,
+                    "(comparison)",
+                    _f(r.get("teardown_s")),
+                ]
+            )
+        head = [
+            "topology",
+            "hosts/switches",
+            "pairs",
+            "reps",
+            "start (s)",
+            "ping all (s)",
+            "file -> all reachable (s)",
+            "target",
+            "teardown (s)",
+        ]
+        parts.append("### 1. Bring-up (median over reps)\n\n" + _table(head, rows))
+    if res.get("reconfig"):
+        rows = [
+            [
+                _f(r["dark_ms"], "g"),
+                str(r["reps"]),
+                f"{_f(r['first_new_ms'], '.1f')} (max {_f(r['first_new_ms_max'], '.1f')})",
+                f"< {RECONFIG_TARGET_MS:g}",
+                _f(r["gap_ms"], ".1f"),
+                f"{_f(r['lost'], 'g')} (max {_f(r['lost_max'], 'g')})",
+                _f(r["call_ms"], ".1f"),
+                _f(r["controller_ms"], ".1f"),
+            ]
+            for r in res["reconfig"]
+        ]
+        head = [
+            "dark (ms)",
+            "reps",
+            "request -> first on new NIC (ms)",
+            "target (ms)",
+            "old -> new NIC gap (ms)",
+            f"lost (1 per {SEND_GAP_S * 1000:g} ms)",
+            "reconfigure() call (ms)",
+            "controller (ms)",
+        ]
+        title = (
+            f"### 2. ECS reconfiguration ({RECONFIG_TOPOLOGY}, {RECONFIG_WORKER} -> {RECONFIG_PS}, "
+            f"circuit t1_1 <-> {RECONFIG_OTHER_TOR}; medians)"
+        )
+        parts.append(title + "\n\n" + _table(head, rows))
+    if res.get("shaping"):
+        rows = []
+        for r in res["shaping"]:
+            within = r["aggregate_mbps"] <= FIDELITY_BUDGET_MBPS
+            rows.append(
+                [
+                    _f(r["rate_mbps"], "g"),
+                    str(r["flows"]),
+                    _f(r["aggregate_mbps"], "g"),
+                    f"{r['goodput_mean']:.1%} / {r['goodput_min']:.1%}",
+                    f"{r['wire_mean']:.1%} / {r['wire_min']:.1%}",
+                    f">= {FIDELITY_TARGET:.0%}" if within else f"- (> {FIDELITY_BUDGET_MBPS:g})",
+                    _f(r["ovs_cpu_pct"], ".0f"),
+                    _f(r["idle_pct"], ".0f"),
+                ]
+            )
+        head = [
+            "worker rate (Mbit/s)",
+            "flows",
+            "aggregate (Mbit/s)",
+            "goodput/configured mean / min",
+            f"wire (goodput/{WIRE_FACTOR:.4f}) mean / min",
+            "target (wire)",
+            "ovs-vswitchd CPU (% of a core)",
+            "machine idle (%)",
+        ]
+        parts.append("### 3. Shaping fidelity (iperf3 TCP, each flow its own bottleneck)\n\n" + _table(head, rows))
+    return "\n\n".join(parts) + "\n"
+
+
+# --- entry point -------------------------------------------------------------------------------
+def meta(args: argparse.Namespace) -> dict:
+    """What produced these numbers: commit, versions, machine, arguments."""
+
+    def out(*argv: str) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=TOP).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "git_commit": out("git", "rev-parse", "HEAD"),
+        "git_dirty": bool(out("git", "status", "--porcelain")),
+        "kernel": platform.release(),
+        "ovs": out("ovs-vswitchd", "--version").splitlines()[0] if out("ovs-vswitchd", "--version") else "",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "args": vars(args),
+        # other work on the box spoils every figure here (2 cores): note how idle it was at the start
+        "idle_before_pct": psutil.cpu_times_percent(interval=2.0).idle,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_network", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="reduced run (< 2 min): prototypes only, no STP, fewer reps")
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument("--only", choices=["bringup", "reconfig", "shaping"], action="append", help="run only these figures")
+    p.add_argument("--no-stp", action="store_true", help="skip the standalone-STP FatTree comparison")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def plain_loggers() -> None:
+    """Make this project's loggers ordinary again (handlers and level from the root logger).
+
+    Importing mininet.log calls logging.setLoggerClass(MininetLogger) (Mininet 2.3.0): every
+    logger created afterwards gets level OUTPUT (25), hiding INFO, and its own newline-less
+    stderr handler, printing each warning twice.
+    """
+    logging.setLoggerClass(logging.Logger)
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger) and name.split(".")[0] in ("__main__", "testbed", "controller", "topologies"):
+            for h in list(lg.handlers):
+                lg.removeHandler(h)
+            lg.setLevel(logging.NOTSET)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    plain_loggers()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = set(args.only or ["bringup", "reconfig", "shaping"])
+    if args.quick:
+        files = [TOP / "topologies" / f"{n}.yaml" for n in PROTOTYPES]
+        bringup_reps, reconfig_reps, rates, iperf_s = 1, 3, [25.0, 100.0], 3.0
+    else:
+        files = sorted((TOP / "topologies").glob("*.yaml"))
+        bringup_reps, reconfig_reps, rates, iperf_s = 3, 6, [10.0, 25.0, 50.0, 100.0], 8.0
+    res: dict = {"meta": meta(args)}
+    t0 = time.monotonic()
+    if "bringup" in figures:
+        res["bringup"] = bringup_figure(files, bringup_reps)
+        if not (args.quick or args.no_stp):
+            LOG.info("standalone STP FatTree (up to %g s)", STP_CAP_S)
+            res["stp"] = stp_bringup(TOP / "topologies" / "fattree-testbed.yaml")
+    if "reconfig" in figures:
+        res["reconfig"] = reconfig_figure([0.0, 1.0, 10.0], reconfig_reps, out_dir / "raw")
+    if "shaping" in figures:
+        res["shaping"] = shaping_figure(rates, [1, 6], iperf_s)
+    res["meta"]["wall_s"] = time.monotonic() - t0
+    table = format_tables(res)
+    (out_dir / "network.json").write_text(json.dumps(res, indent=1))
+    mode = "quick" if args.quick else "full"
+    (out_dir / "network.md").write_text(
+        f"# Network benchmark ({mode}, {res['meta']['started']}, commit {res['meta']['git_commit'][:10]}"
+        f"{' + local changes' if res['meta']['git_dirty'] else ''}, {res['meta']['wall_s']:.0f} s, "
+        f"machine {res['meta']['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
+    )
+    print(f"machine idle before the run: {res['meta']['idle_before_pct']:.0f}% (other work skews every figure)")
+    print(table)
+    print(
+        f"wall time: {res['meta']['wall_s']:.1f} s ({mode}); written: {out_dir / 'network.json'}, "
+        f"{out_dir / 'network.md'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
