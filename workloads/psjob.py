@@ -1,0 +1,531 @@
+"""One task of a synchronous parameter-server training job (between-graph replication, TF 2.21).
+
+Run once per PS task and once per worker task, each in its own process (inside a Mininet host,
+each on its own emulated host):
+
+    python -m workloads.psjob --cluster '{"ps": ["10.1.0.1:2222"], "worker": ["10.1.1.1:2222"]}' \\
+        --job worker --task 0 --model vgg16 --width 0.32 --batch-size 1 --iterations 10
+
+- A PS starts a `tf.compat.v1.train.Server`, prints a ready line and serves until killed (or until
+  its deadline).
+- A worker builds the whole model in its own graph under `replica_device_setter` (variables on the
+  PSs, computation on itself), trains it with SGD wrapped in `SyncReplicasOptimizer` (every global
+  step aggregates exactly one gradient from each of the W workers) on synthetic CIFAR-shaped data
+  made locally from `seed + task`, and prints one line per step, then a summary.
+
+Output is JSON lines on stdout, flushed one by one (TF's own logging goes to stderr):
+
+    {"event": "ready", "job": "ps"|"worker", "task": i, "t": unix_s, "startup_s": s}
+    {"event": "iter", "task": i, "step": k, "global_step": g, "t_start": unix_s, "t_end": unix_s,
+     "bct_s": s}
+    {"event": "done", "task": i, "global_step": g, "steps": n, "model": name, "width": w,
+     "model_bytes": bytes, "bytes_per_ps": {"/job:ps/task:0": bytes, ...},
+     "variables_per_ps": {"/job:ps/task:0": count, ...}, "global_step_device": "/job:ps/task:0",
+     "placement": "round-robin"|"balanced", "batch_size": b, "seed": s, "t": unix_s}
+    {"event": "error", "job": ..., "task": i, "reason": "deadline", "deadline_s": s, "t": unix_s}
+    {"event": "error", "job": ..., "task": i, "reason": "Type: message", "trace": [last lines],
+     "t": unix_s}
+
+`global_step` in an iter line is the sync token this worker received: the global step after the
+update its gradient went into. With the token queue started empty (build_train_graph) the workers
+advance in lock step, so step k of every worker reports global step k and the final global step
+equals --iterations. `startup_s` counts from this module's import, before TensorFlow's.
+
+Exit codes: 0 done, 1 an exception, 2 bad arguments (argparse), 3 deadline expired.
+
+Pitfalls of TF 2.21's tf.compat.v1 PS training handled here (each checked on TF 2.21.0):
+- gRPC honours *_proxy environment variables: they are removed before TensorFlow is imported.
+- Non-chief workers poll for the chief's initialisation every `recovery_wait_secs` (30 s default):
+  their session manager polls every RECOVERY_WAIT_S instead.
+- At close the chief joins its sync queue-runner thread, blocked in take_grad for a next step that
+  never comes, for `stop_grace_period_secs` (120 s default): STOP_GRACE_S instead, and a finished
+  job does not close its session at all (see run_worker).
+- `SyncReplicasOptimizer`'s chief hook puts `replicas_to_aggregate` tokens in the queue at start by
+  default, which lets a fast worker run ahead and push two gradients into one global step; the
+  slower worker's gradient then arrives stale and is dropped. Seen with 2 workers x 5 steps: one
+  worker finished its 5 steps at global step 2 and the other hung until its deadline. The hook
+  gets 0 tokens instead.
+- `tf.contrib.training.GreedyLoadBalancingStrategy` and `byte_size_load_fn` are gone in TF 2, and
+  that byte_size_load_fn read the op's output shape, which for a resource variable (VarHandleOp,
+  what Keras creates) is a scalar handle: both are re-implemented here, reading the op's
+  shape/dtype attributes.
+- `tf.device` rejects a device function: `tf.compat.v1.device` takes it.
+- Grappler (TF's graph optimiser) runs on every new set of fetches: for ResNet110 it took ~3.5 s
+  of the chief's session set-up and ~5 s of the first step, with no measurable change in later
+  steps (0.19-0.21 s either way at batch 5, 1 thread). It is off unless `--grappler on`.
+- A TF server cannot be stopped, and tearing down an interpreter that loaded TF takes ~1.5 s more:
+  the process ends with os._exit once its output is flushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workloads import models
+
+log = logging.getLogger(__name__)
+
+IMPORTED_UNIX_S = time.time()
+
+PLACEMENTS = ("round-robin", "balanced")
+JOBS = ("ps", "worker")
+#: seconds between a non-chief worker's checks that the chief initialised the model (TF: 30)
+RECOVERY_WAIT_S = 0.25
+#: seconds the chief waits for its queue-runner thread at close (TF: 120); it never ends by itself
+STOP_GRACE_S = 0.5
+#: traceback lines kept in an error line
+TRACE_LINES = 12
+EXIT_OK, EXIT_EXCEPTION, EXIT_DEADLINE = 0, 1, 3
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Task addresses ("ip:port") of the ps and worker jobs."""
+
+    ps: tuple[str, ...]
+    worker: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"ps": list(self.ps), "worker": list(self.worker)}
+
+
+def parse_cluster(text: str) -> Cluster:
+    """Cluster from JSON {"ps": ["ip:port", ...], "worker": [...]}; anything else raises ValueError."""
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--cluster is not JSON: {err}") from None
+    if not isinstance(spec, dict) or set(spec) != set(JOBS):
+        raise ValueError(f'--cluster must be an object with exactly the keys "ps" and "worker", got {text!r}')
+    for job in JOBS:
+        tasks = spec[job]
+        if not isinstance(tasks, list) or not tasks:
+            raise ValueError(f"--cluster {job!r} must be a non-empty list of 'ip:port'")
+        for address in tasks:
+            host, sep, port = str(address).rpartition(":")
+            if not (isinstance(address, str) and sep and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(f"--cluster {job!r}: bad address {address!r} (want 'ip:port')")
+    addresses = spec["ps"] + spec["worker"]
+    if len(set(addresses)) != len(addresses):
+        raise ValueError(f"--cluster: an address is used twice: {addresses}")
+    return Cluster(tuple(spec["ps"]), tuple(spec["worker"]))
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """One task's settings, from the command line."""
+
+    cluster: Cluster
+    job: str
+    task: int
+    model: str = "tiny"
+    width: float = 1.0
+    batch_size: int = 1
+    iterations: int = 10
+    placement: str = "round-robin"
+    seed: int = 1
+    threads: int = 1
+    learning_rate: float = 0.001
+    deadline_s: float = 900.0
+    grappler: bool = False
+
+    def __post_init__(self) -> None:
+        tasks = getattr(self.cluster, self.job, None) if self.job in JOBS else None
+        if tasks is None:
+            raise ValueError(f"--job must be one of {', '.join(JOBS)}, got {self.job!r}")
+        if not 0 <= self.task < len(tasks):
+            raise ValueError(f"--task {self.task} out of range: job {self.job!r} has {len(tasks)} task(s)")
+        models.get_model(self.model)
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"--placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
+        for name in ("width", "deadline_s", "learning_rate"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive")
+        for name in ("batch_size", "iterations", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m workloads.psjob",
+        description="One PS or worker task of a synchronous TF parameter-server job; JSON lines on stdout.",
+    )
+    p.add_argument("--cluster", required=True, help='JSON {"ps": ["ip:port", ...], "worker": ["ip:port", ...]}')
+    p.add_argument("--job", required=True, choices=JOBS)
+    p.add_argument("--task", required=True, type=int, help="index of this task in its job")
+    p.add_argument("--model", default="tiny", choices=sorted(models.MODELS), help="model (workers; default tiny)")
+    p.add_argument("--width", type=float, default=1.0, help="channel/FC-width multiplier (default 1)")
+    p.add_argument("--batch-size", type=int, default=1, help="samples per worker per step (default 1)")
+    p.add_argument("--iterations", type=int, default=10, help="training steps each worker runs (default 10)")
+    p.add_argument("--placement", default="round-robin", choices=PLACEMENTS, help="variables over the PSs")
+    p.add_argument("--seed", type=int, default=1, help="synthetic data seed; worker i uses seed + i (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="TF intra-op and inter-op threads each (default 1)")
+    p.add_argument("--learning-rate", type=float, default=0.001, help="SGD learning rate (default 0.001)")
+    p.add_argument(
+        "--deadline-s", type=float, default=900.0, help="exit with an error line after this many seconds (default 900)"
+    )
+    p.add_argument(
+        "--grappler",
+        default="off",
+        choices=("on", "off"),
+        help="TF's graph optimiser (default off: it slows start-up, not the steps; see the module docstring)",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> JobConfig:
+    """JobConfig from the command line; a bad value exits with argparse's usage error (code 2)."""
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return JobConfig(
+            cluster=parse_cluster(a.cluster),
+            job=a.job,
+            task=a.task,
+            model=a.model,
+            width=a.width,
+            batch_size=a.batch_size,
+            iterations=a.iterations,
+            placement=a.placement,
+            seed=a.seed,
+            threads=a.threads,
+            learning_rate=a.learning_rate,
+            deadline_s=a.deadline_s,
+            grappler=a.grappler == "on",
+        )
+    except ValueError as err:
+        parser.error(str(err))
+        raise  # unreachable: parser.error exits
+
+
+# ---------------------------------------------------------------- output and process guards
+
+
+class Emitter:
+    """Writes one flushed JSON line per event; thread-safe (the deadline timer writes too)."""
+
+    def __init__(self, stream: Any, job: str, task: int) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.job = job
+        self.task = task
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, **fields}
+        with self._lock:
+            self._stream.write(json.dumps(record) + "\n")
+            self._stream.flush()
+
+    def error(self, reason: str, **fields: Any) -> None:
+        self.emit("error", job=self.job, task=self.task, reason=reason, **fields, t=time.time())
+
+
+def scrub_proxy_env(environ: dict[str, str] | None = None) -> list[str]:
+    """Remove *_proxy variables (http_proxy, grpc_proxy, no_proxy...): gRPC would route through them."""
+    env = os.environ if environ is None else environ
+    removed = sorted(k for k in env if k.lower().endswith("_proxy"))
+    for key in removed:
+        del env[key]
+    return removed
+
+
+def start_deadline(emitter: Emitter, deadline_s: float, exit_fn: Callable[[int], None] = os._exit) -> threading.Timer:
+    """A daemon timer that prints the deadline error line and ends the process after `deadline_s`.
+
+    os._exit, because the main thread may be blocked inside TensorFlow (e.g. a session waiting for
+    a PS nobody runs), where no Python exception can reach it.
+    """
+
+    def expire() -> None:
+        emitter.error("deadline", deadline_s=deadline_s)
+        exit_fn(EXIT_DEADLINE)
+
+    timer = threading.Timer(deadline_s, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+# ---------------------------------------------------------------- TensorFlow parts
+
+
+class GreedyLoadBalancingStrategy:
+    """`ps_strategy` for replica_device_setter: each PS op goes to the least-loaded PS task.
+
+    TF 1.x's tf.contrib.training class of the same name (gone in TF 2). Ties go to the lowest task
+    index. Greedy, so the result depends on the order in which variables are created.
+    """
+
+    def __init__(self, num_tasks: int, load_fn: Callable[[Any], int]) -> None:
+        if num_tasks < 1:
+            raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
+        self.loads = [0] * num_tasks
+        self._load_fn = load_fn
+
+    def __call__(self, op: Any) -> int:
+        task = min(range(len(self.loads)), key=self.loads.__getitem__)
+        self.loads[task] += self._load_fn(op)
+        return task
+
+
+def byte_size_load_fn(op: Any) -> int:
+    """Bytes of the variable (or other single-output op) `op` creates.
+
+    Variable ops (VarHandleOp, VariableV2) carry "shape" and "dtype" attributes: a resource
+    variable's output is a scalar handle, so its output shape (what contrib read) says nothing.
+    """
+    import tensorflow as tf
+
+    try:
+        shape = tf.TensorShape(op.get_attr("shape"))
+        dtype = tf.dtypes.as_dtype(op.get_attr("dtype"))
+    except ValueError:  # no such attributes: size of the single output
+        if len(op.outputs) != 1:
+            raise ValueError(f"{op.name}: {len(op.outputs)} outputs, expected one") from None
+        shape, dtype = op.outputs[0].shape, op.outputs[0].dtype
+    if not shape.is_fully_defined():
+        raise ValueError(f"{op.name}: shape {shape} is not fully defined")
+    return shape.num_elements() * dtype.base_dtype.size
+
+
+def _ps_name(device: str) -> str:
+    """Canonical "/job:ps/task:I" of a device string such as "/job:ps/task:1/device:CPU:0"."""
+    import tensorflow as tf
+
+    spec = tf.DeviceSpec.from_string(device)
+    return f"/job:{spec.job}/task:{spec.task}"
+
+
+def _session_config(cfg: JobConfig) -> Any:
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=cfg.threads,
+        inter_op_parallelism_threads=cfg.threads,
+    )
+    if not cfg.grappler:
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
+    if cfg.job == "worker":
+        # the master would otherwise wait for every worker of the cluster to answer, not just the PSs
+        config.device_filters[:] = ["/job:ps", f"/job:worker/task:{cfg.task}"]
+    return config
+
+
+def _start_server(cfg: JobConfig) -> Any:
+    import tensorflow as tf
+
+    return tf.compat.v1.train.Server(
+        tf.train.ClusterSpec(cfg.cluster.as_dict()),
+        job_name=cfg.job,
+        task_index=cfg.task,
+        config=_session_config(cfg),
+        start=True,
+    )
+
+
+def synthetic_batch(batch_size: int, seed: int) -> tuple[Any, Any]:
+    """CIFAR-10-shaped images in [0, 1) and labels in [0, 10), from numpy's seeded generator."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((batch_size, *models.IMAGE_SHAPE), dtype=np.float32)
+    y = rng.integers(0, models.CLASSES, size=batch_size, dtype=np.int64)
+    return x, y
+
+
+@dataclass
+class TrainGraph:
+    """The worker's graph pieces and where the trainable variables went."""
+
+    train_op: Any
+    global_step: Any
+    sync_hook: Any
+    bytes_per_ps: dict[str, int]
+    variables_per_ps: dict[str, int]
+    global_step_device: str
+
+
+def build_train_graph(cfg: JobConfig) -> TrainGraph:
+    """Model, loss and synchronous SGD in the default graph, variables placed on the PSs."""
+    import tensorflow as tf
+
+    num_ps, num_workers = len(cfg.cluster.ps), len(cfg.cluster.worker)
+    strategy = GreedyLoadBalancingStrategy(num_ps, byte_size_load_fn) if cfg.placement == "balanced" else None
+    setter = tf.compat.v1.train.replica_device_setter(
+        cluster=tf.train.ClusterSpec(cfg.cluster.as_dict()),
+        worker_device=f"/job:worker/task:{cfg.task}",
+        ps_strategy=strategy,  # None: replica_device_setter's round robin
+    )
+    with tf.compat.v1.device(setter):
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        x, y = synthetic_batch(cfg.batch_size, cfg.seed + cfg.task)
+        model = models.build_model(cfg.model, cfg.width)
+        logits = model(tf.constant(x), training=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(y), logits=logits))
+        variables = [v.value for v in model.trainable_variables]  # Keras 3 Variable -> tf.Variable
+        opt = tf.compat.v1.train.SyncReplicasOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(cfg.learning_rate),
+            replicas_to_aggregate=num_workers,
+            total_num_replicas=num_workers,
+        )
+        grads = opt.compute_gradients(loss, var_list=variables)
+        train_op = opt.apply_gradients(grads, global_step=global_step)
+    # 0 initial tokens: lock step (see the module docstring)
+    sync_hook = opt.make_session_run_hook(is_chief=cfg.task == 0, num_tokens=0)
+
+    bytes_per_ps = {f"/job:ps/task:{i}": 0 for i in range(num_ps)}
+    variables_per_ps = dict.fromkeys(bytes_per_ps, 0)
+    for v in variables:
+        ps = _ps_name(v.device)
+        bytes_per_ps[ps] += v.shape.num_elements() * v.dtype.base_dtype.size
+        variables_per_ps[ps] += 1
+    return TrainGraph(train_op, global_step, sync_hook, bytes_per_ps, variables_per_ps, _ps_name(global_step.device))
+
+
+class FastWorkerSessionCreator:
+    """tf.compat.v1.train.WorkerSessionCreator with a short recovery_wait_secs (TF fixes it at 30 s)."""
+
+    def __init__(self, scaffold: Any, master: str, config: Any, max_wait_secs: float) -> None:
+        self._scaffold = scaffold
+        self._master = master
+        self._config = config
+        self._max_wait_secs = max_wait_secs
+
+    def create_session(self) -> Any:
+        import tensorflow as tf
+
+        self._scaffold.finalize()
+        manager = tf.compat.v1.train.SessionManager(
+            local_init_op=self._scaffold.local_init_op,
+            ready_op=self._scaffold.ready_op,
+            ready_for_local_init_op=self._scaffold.ready_for_local_init_op,
+            graph=tf.compat.v1.get_default_graph(),
+            recovery_wait_secs=RECOVERY_WAIT_S,
+        )
+        return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
+
+
+def _make_session(cfg: JobConfig, server: Any, graph: TrainGraph) -> Any:
+    import tensorflow as tf
+
+    scaffold = tf.compat.v1.train.Scaffold()
+    config = _session_config(cfg)
+    if cfg.task == 0:
+        creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=server.target, config=config)
+    else:
+        creator = FastWorkerSessionCreator(scaffold, server.target, config, max_wait_secs=cfg.deadline_s)
+    return tf.compat.v1.train.MonitoredSession(
+        session_creator=creator, hooks=[graph.sync_hook], stop_grace_period_secs=STOP_GRACE_S
+    )
+
+
+def _import_tensorflow(threads: int) -> Any:
+    """TensorFlow in graph mode with `threads` intra/inter-op threads (set before first use)."""
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return tf
+
+
+def run_ps(cfg: JobConfig, out: Emitter) -> None:
+    """Serve variables until killed (server.join never returns)."""
+    _import_tensorflow(cfg.threads)
+    server = _start_server(cfg)
+    now = time.time()
+    out.emit("ready", job="ps", task=cfg.task, t=now, startup_s=now - IMPORTED_UNIX_S)
+    server.join()
+
+
+def run_worker(cfg: JobConfig, out: Emitter) -> None:
+    """Build, initialise (chief) or wait (others), train --iterations steps, summarise.
+
+    The session is closed only on an error. After the last step closing would just cancel the
+    chief's queue-runner thread (blocked in take_grad for a step that never comes) after
+    STOP_GRACE_S, and print that thread's traceback; there is nothing to save, and every worker
+    already holds its last token, so the process may simply end (main's os._exit).
+    """
+    _import_tensorflow(cfg.threads)
+    server = _start_server(cfg)
+    graph = build_train_graph(cfg)
+    sess = _make_session(cfg, server, graph)
+    try:
+        now = time.time()
+        out.emit("ready", job="worker", task=cfg.task, t=now, startup_s=now - IMPORTED_UNIX_S)
+        for step in range(1, cfg.iterations + 1):
+            t_start, start = time.time(), time.perf_counter()
+            token = sess.run(graph.train_op)
+            bct_s = time.perf_counter() - start
+            out.emit(
+                "iter",
+                task=cfg.task,
+                step=step,
+                global_step=int(token),
+                t_start=t_start,
+                t_end=time.time(),
+                bct_s=bct_s,
+            )
+        final_step = int(sess.run(graph.global_step))
+    except BaseException:
+        sess.close()
+        raise
+    out.emit(
+        "done",
+        task=cfg.task,
+        global_step=final_step,
+        steps=cfg.iterations,
+        model=cfg.model,
+        width=cfg.width,
+        model_bytes=sum(graph.bytes_per_ps.values()),
+        bytes_per_ps=graph.bytes_per_ps,
+        variables_per_ps=graph.variables_per_ps,
+        global_step_device=graph.global_step_device,
+        placement=cfg.placement,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        t=time.time(),
+    )
+
+
+def run(cfg: JobConfig, out: Emitter) -> int:
+    """Run one task; return the exit code (errors are reported as error lines, not raised)."""
+    try:
+        (run_ps if cfg.job == "ps" else run_worker)(cfg, out)
+    except Exception as err:
+        trace = traceback.format_exc().rstrip().splitlines()[-TRACE_LINES:]
+        out.error(f"{type(err).__name__}: {err}"[:2000], trace=trace)
+        return EXIT_EXCEPTION
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_args(argv)
+    out = Emitter(sys.stdout, cfg.job, cfg.task)
+    timer = start_deadline(out, cfg.deadline_s)
+    removed = scrub_proxy_env()  # before TensorFlow, hence gRPC, is imported
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if removed:
+        log.info("removed proxy variables: %s", ", ".join(removed))
+    code = run(cfg, out)
+    timer.cancel()
+    sys.stderr.flush()
+    os._exit(code)  # no interpreter teardown: see the module docstring
+
+
+if __name__ == "__main__":
+    main()
