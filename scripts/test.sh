@@ -9,4 +9,6 @@ bash scripts/setup.sh
 .venv/bin/testbed clean >/dev/null           # leftovers of an interrupted earlier run
 .venv/bin/ruff check .
 .venv/bin/ruff format --check . >/dev/null || { echo "test: ruff format would change files (run .venv/bin/ruff format .)" >&2; exit 1; }
+# queue behind another emulation (a benchmark, a second session) instead of failing on its lock
+export PSNET_LOCK_WAIT_S=${PSNET_LOCK_WAIT_S:-1800}
 exec .venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -140,6 +140,42 @@ def cmd_bct(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from workloads import sweep
+    from workloads.report import write_report
+
+    names = sweep.figure_names() if args.figure == "all" else [args.figure]
+    for name in names:
+        if args.report_only:
+            fig = sweep.load_figure(name)
+            out = sweep.REPO / "results" / (f"{name}-quick" if args.quick else name)
+            write_report(
+                fig, out, sweep.points_to_run(fig, args.quick), args.repeat or fig.repeat, {}, quick=args.quick
+            )
+        else:
+            out = sweep.run_figure(
+                name, quick=args.quick, repeat=args.repeat, fresh=args.fresh, progress=not args.no_progress
+            )
+        print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
+        if name == "fig13":
+            print(speedup_table(out))
+    return 0
+
+
+def speedup_table(out: Path) -> str:
+    """The README's headline: PSNet vs FatTree (r = 1) speed-up, the paper's beside ours."""
+    import csv
+
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    bct = {(r["group"], r["series"]): float(r["bct_mean_s"]) for r in rows if r["bct_mean_s"]}
+    parts = []
+    for group, paper in (("VGG-16", 1.89), ("ResNet50", 1.92)):
+        ps, ft = bct.get((group, "PSNet")), bct.get((group, "FatTree r=1"))
+        ours = f"{ft / ps:.2f}x" if ps and ft else "not measured"
+        parts.append(f"{group}: paper {paper}x, measured {ours}")
+    return "PSNet vs FatTree (r=1) speed-up: " + "; ".join(parts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="testbed", description="PSNet/FatTree/BCube emulation testbed")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -164,6 +200,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
+    rp = sub.add_parser("replay", help="replay a figure of the PSNet paper (fig1 fig9 fig10 fig11 fig12 fig13 all)")
+    rp.add_argument("figure")
+    rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
+    rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")
+    rp.add_argument("--fresh", action="store_true", help="rerun points already finished")
+    rp.add_argument("--report-only", action="store_true", help="redraw plot and report from saved results")
+    rp.add_argument("--no-progress", action="store_true")
+    rp.set_defaults(func=cmd_replay)
     b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
     b.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50", "resnet110", "tiny"])

@@ -138,7 +138,9 @@ def clean(include_live: bool = False) -> list[str]:
     """Remove leftovers of dead runs (or of all runs): processes, bridges, interfaces, folders."""
     removed: list[str] = []
     live = set()
-    for d in sorted(RUN_ROOT.glob("*")) if RUN_ROOT.exists() else []:
+    for d in sorted(RUN_ROOT.iterdir()) if RUN_ROOT.exists() else []:
+        if not d.is_dir():  # the emulator lock file lives beside the run folders
+            continue
         f = d / "state.json"
         owner = json.loads(f.read_text()).get("owner_pid") if f.exists() else None
         if owner and owner != os.getpid() and psutil.pid_exists(owner) and not include_live:

@@ -57,7 +57,12 @@ class ExperimentSpec(BaseModel):
     name: str = ""
     topology: str = Field(description="topology YAML, relative to the experiment file")
     scale: float | None = Field(default=None, gt=0, description="overrides the topology's scale")
-    repeat: int = Field(default=1, ge=1, description="runs of the same point (spread)")
+    compress: float = Field(
+        default=1.0,
+        ge=1,
+        description="divides the model bytes further (not the rates): communication "
+        "takes 1/compress of the paper's time, for sweeps that must fit a time budget",
+    )
     job: JobSpec
 
 

@@ -32,6 +32,7 @@ from testbed.fidelity import Monitor
 from testbed.measure import nic_bytes
 from testbed.net import Testbed, clean_env
 from topologies.build import build_network
+from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentSpec, load_experiment
 
 LOG = logging.getLogger(__name__)
@@ -321,28 +322,35 @@ def prediction(net, exp: ExperimentSpec, width: float, model_bytes: float) -> di
 
 
 def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
-    """Build the network, run the job, write results/<name>/, tear down. Raises RunError on failure
-    (after writing what was measured, marked incomplete)."""
+    """Run an experiment file; results in results/<name>/ (see `run_job`)."""
     exp, topo, topo_path = load_experiment(path)
-    net = build_network(topo, str(topo_path))
-    width, model_bytes = choose_width(exp, topo.scale)
-    out = results / exp.name
+    return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
+
+
+def run_job(
+    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, progress: bool = True, source: str = ""
+) -> RunResult:
+    """Build the network, run the job, write `out`, tear down. Raises RunError on failure (after
+    writing what was measured, marked incomplete)."""
+    net = build_network(topo, topo_source)
+    width, model_bytes = choose_width(exp, topo.scale * exp.compress)
     out.mkdir(parents=True, exist_ok=True)
     manifest = {
-        "experiment": str(path),
-        "topology_file": str(topo_path),
+        "experiment": source or exp.name,
+        "topology_file": topo_source,
         "topology": topo.model_dump(),
         "job": exp.job.model_dump(),
         "scale": topo.scale,
+        "compress": exp.compress,
         "width": width,
         "model_bytes_emulated": model_bytes,
-        "model_bytes_paper_equivalent": model_bytes * topo.scale,
+        "model_bytes_paper_equivalent": model_bytes * topo.scale * exp.compress,
         "versions": _versions(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     predicted = prediction(net, exp, width, model_bytes)
-    complete, error = False, ""
+    complete, error, interrupted = False, "", False
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
         job = JobRun(tb, exp, width, out)
@@ -350,6 +358,8 @@ def run_experiment(path: str | Path, results: Path = REPO / "results", progress:
             complete = job.run(progress)
         except RunError as err:
             error = str(err)
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop cleanly, keep what was measured
+            error, interrupted = "interrupted by the user", True
         finally:
             verdict = monitor.stop(since=job.first_measured_s())
             job.stop()
@@ -361,6 +371,8 @@ def run_experiment(path: str | Path, results: Path = REPO / "results", progress:
     summary["predicted"] = predicted
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if interrupted:
+        raise KeyboardInterrupt
     if error:
         raise RunError(f"{error} (partial results kept in {out})")
     return RunResult(exp.name, out, complete, summary)
@@ -391,6 +403,7 @@ def summarize(exp, net, rows, job, model_bytes, verdict, complete, error) -> dic
     out = {
         "name": exp.name,
         "complete": complete,
+        "compress": exp.compress,
         "error": error,
         "scale": scale,
         "model": exp.job.model,

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# BCT benchmark: real TensorFlow synchronous PS jobs (VGG-16, one fixed width) on the PSNet and
+# FatTree prototypes at emulated worker rates of 25, 50 and 100 Mbit/s; measured BCT beside the
+# paper's model (BCT_min, BCT_max), the fidelity verdict, TF start-up and memory per process,
+# written to $out/bct.json and $out/bct.md (run results under $out/bct-runs/). Run as root:
+#   sudo scripts/bench_bct.sh            (full, ~10 min)
+#   sudo scripts/bench_bct.sh --quick    (reduced, < 4 min: 50 Mbit/s only)
+# Extra arguments go to `python -m testbed.bench_bct` (see --help).
+set -euo pipefail
+
+out=${OUT:-results/bench}               # output folder (bct.json, bct.md, bct-runs/)
+lock_wait_s=${PSNET_LOCK_WAIT_S:-1800}  # queue this long behind another emulation run
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/setup.sh
+export PSNET_LOCK_WAIT_S=$lock_wait_s
+exec .venv/bin/python -m testbed.bench_bct --out "$out" "$@"

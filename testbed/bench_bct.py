@@ -1,0 +1,510 @@
+"""`python -m testbed.bench_bct`: measured batch completion time (BCT) of real TF jobs against the model.
+
+For the paper's two prototypes (topologies/psnet-testbed.yaml, topologies/fattree-testbed.yaml)
+at three worker link rates (emulated 25, 50 and 100 Mbit/s, i.e. scale = paper rate / emulated
+rate), one synchronous parameter-server job each: VGG-16 at one fixed width (the same model bytes
+at every rate, so the communication time changes with the rate), BS = 1, 4 measured steps after
+1 warm-up step. Each point is one `workloads.runner.run_experiment` of a temporary experiment file
+(written outside the repository, pointing at the topology file by absolute path); its results go
+to OUT/bct-runs/<point>/.
+
+Per point, printed with its target beside it (nothing is asserted):
+
+- measured mean BCT (slowest worker per step, after warm-up) against the model's BCT_min (Eq. 2,
+  full overlap) and BCT_max (Eq. 1, no overlap). The target is measured / BCT_max within
+  0.95-1.10: the job is sequential (pull the variables, compute, push the gradients, wait for the
+  sync token), so Eq. 1 is its model. The target applies only where the run is
+  communication-bound (predicted T_push >= COMM_BOUND_FACTOR x T_compute) and the fidelity
+  monitor calls the run faithful;
+- the fidelity verdict: faithful?, ovs-vswitchd CPU p95 (share of a core), machine idle p5;
+- TF start-up per process (`startup_s` of every "ready" line in events.jsonl): median and max;
+- peak RSS per TF process: a thread samples every `python -m workloads.psjob` process descended
+  from this one (kernel high-water mark VmHWM, else the largest sampled RSS).
+
+Results go to OUT/bct.json (everything) and OUT/bct.md. Every emulation takes the testbed's
+emulator lock (set PSNET_LOCK_WAIT_S to queue behind other runs); the time a point spent before
+its network was up (queueing for the lock) is reported and left out of the emulation time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta, plain_loggers
+from topologies.schema import load_spec
+from workloads.runner import RunResult, run_experiment
+
+LOG = logging.getLogger(__name__)
+TOP = Path(__file__).resolve().parent.parent
+
+PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
+RATES_MBPS = (25.0, 50.0, 100.0)  # emulated worker link rates
+QUICK_RATES_MBPS = (50.0,)
+MODEL = "vgg16"
+#: VGG-16 width 0.22: 6.56 MB of float32 parameters. PSNet (Eq. 5, per-flow B_w/2) pushes it in
+#: 1.05 s at 50 Mbit/s, FatTree (Eq. 7, a PS NIC shared by 6 workers, B_w/6) in 3.1 s.
+WIDTH = 0.22
+BATCH_SIZE = 1
+ITERATIONS, WARMUP = 4, 1
+#: the model assumes every PS holds S/P; TF's round-robin placement puts VGG-16's big dense
+#: kernels unevenly, so the benchmark places variables by size
+PLACEMENT = "balanced"
+DEADLINE_S = 600.0
+TARGET_LOW, TARGET_HIGH = 0.95, 1.10  # measured / BCT_max
+#: "communication-bound": predicted T_push at least this many times T_compute
+COMM_BOUND_FACTOR = 10.0
+RSS_PERIOD_S = 0.5
+PSJOB = "workloads.psjob"
+
+
+# --- memory of the TF processes ----------------------------------------------------------------
+def _hwm_bytes(pid: int) -> int | None:
+    """The kernel's peak resident set (VmHWM) of a process, None if it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _arg(cmdline: list[str], flag: str) -> str | None:
+    try:
+        return cmdline[cmdline.index(flag) + 1]
+    except (ValueError, IndexError):
+        return None
+
+
+class RssSampler(threading.Thread):
+    """Every period_s: peak RSS of each `python -m workloads.psjob` process descended from this one.
+
+    Only descendants count (Mininet's host.popen forks them from this process through mnexec),
+    so TF processes of anything else on the machine (a test suite's loopback jobs) are left out.
+    """
+
+    def __init__(self, period_s: float = RSS_PERIOD_S) -> None:
+        super().__init__(daemon=True)
+        self.period_s = period_s
+        self.me = psutil.Process()
+        self.procs: dict[int, dict] = {}  # pid -> {job, task, host?, peak_rss}
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.period_s)
+        self.sample()
+
+    def sample(self) -> None:
+        try:
+            children = self.me.children(recursive=True)
+        except psutil.Error:
+            return
+        for p in children:
+            try:
+                rec = self.procs.get(p.pid)
+                if rec is None:
+                    cmd = p.cmdline()
+                    if PSJOB not in cmd:
+                        continue
+                    rec = self.procs[p.pid] = {
+                        "pid": p.pid,
+                        "job": _arg(cmd, "--job"),
+                        "task": _arg(cmd, "--task"),
+                        "peak_rss": 0,
+                        "samples": 0,
+                    }
+                rss = p.memory_info().rss
+                hwm = _hwm_bytes(p.pid) or 0
+                rec["peak_rss"] = max(rec["peak_rss"], rss, hwm)
+                rec["samples"] += 1
+            except psutil.Error:  # exited between the listing and the read
+                continue
+
+    def finish(self) -> list[dict]:
+        self._done.set()
+        self.join(timeout=10)
+        return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0)))
+
+
+# --- one point ---------------------------------------------------------------------------------
+def point_name(topology: str, mbps: float) -> str:
+    return f"bct-{topology}-{mbps:g}mbps"
+
+
+def write_experiment(topology: str, mbps: float, folder: Path, args: argparse.Namespace) -> tuple[Path, float]:
+    """A temporary experiment file for one point; returns (path, scale)."""
+    topo_path = (TOP / "topologies" / f"{topology}.yaml").resolve()
+    paper_mbps = load_spec(topo_path).worker_mbps  # the files' rates are the paper's (1000)
+    scale = paper_mbps / mbps
+    data = {
+        "name": point_name(topology, mbps),
+        "topology": str(topo_path),
+        "scale": scale,
+        "job": {
+            "model": MODEL,
+            "batch_size": BATCH_SIZE,
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "placement": args.placement,
+            "width": args.width,
+            "deadline_s": DEADLINE_S,
+        },
+    }
+    path = folder / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path, scale
+
+
+def read_events(out_dir: Path) -> list[dict]:
+    try:
+        lines = (out_dir / "events.jsonl").read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def startup(events: list[dict]) -> dict:
+    """TF start-up (s) of every process from its ready line: all, PSs, workers."""
+    ready = [e for e in events if e.get("event") == "ready" and "startup_s" in e]
+    by = {
+        "all": [e["startup_s"] for e in ready],
+        "ps": [e["startup_s"] for e in ready if e.get("job") == "ps"],
+        "worker": [e["startup_s"] for e in ready if e.get("job") == "worker"],
+    }
+    return {
+        "processes": len(ready),
+        **{f"{k}_median_s": median(v) for k, v in by.items()},
+        **{f"{k}_max_s": maximum(v) for k, v in by.items()},
+    }
+
+
+def pre_emulation_s(events: list[dict], t_call: float) -> float | None:
+    """Seconds from the run_experiment call until its network started coming up (lock queue).
+
+    The controller's "start" event carries the time the testbed was up and its bring-up time;
+    the difference is when the emulator lock was taken.
+    """
+    start = next((e for e in events if e.get("host") == "controller" and e.get("event") == "start"), None)
+    if not start or "bring_up_s" not in start:
+        return None
+    return max(0.0, start["t"] - start["bring_up_s"] - t_call)
+
+
+def judge(summary: dict) -> dict:
+    """Ratios to the model, communication-boundness, and whether the target applies / is met."""
+    pred = summary.get("predicted") or {}
+    bct = (summary.get("bct_s") or {}).get("mean")
+    fid = summary.get("fidelity") or {}
+    out: dict = {"ratio_min": None, "ratio_max": None, "comm_ratio": None, "comm_bound": None}
+    if pred.get("bct_max_s") and bct is not None:
+        out["ratio_min"] = bct / pred["bct_min_s"]
+        out["ratio_max"] = bct / pred["bct_max_s"]
+    if pred.get("t_push_s") and pred.get("t_compute_s"):
+        out["comm_ratio"] = pred["t_push_s"] / pred["t_compute_s"]
+        out["comm_bound"] = out["comm_ratio"] >= COMM_BOUND_FACTOR
+    faithful = bool(fid.get("faithful"))
+    applies = bool(out["comm_bound"]) and faithful and summary.get("complete", False)
+    if not summary.get("complete", False):
+        why = "incomplete run"
+    elif not out["comm_bound"]:
+        why = "not communication-bound"
+    elif not faithful:
+        why = "not faithful"
+    else:
+        why = ""
+    out["target_applies"] = applies
+    out["target_not_applied_because"] = why
+    out["within_target"] = (TARGET_LOW <= out["ratio_max"] <= TARGET_HIGH) if applies and out["ratio_max"] else None
+    return out
+
+
+def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: argparse.Namespace) -> dict:
+    """One experiment with memory sampling; the row of the table (and everything behind it)."""
+    path, scale = write_experiment(topology, mbps, folder, args)
+    name = point_name(topology, mbps)
+    LOG.info(
+        "%s: %g Mbit/s (scale %g), %s width %g, %d+%d steps",
+        name,
+        mbps,
+        scale,
+        MODEL,
+        args.width,
+        args.warmup,
+        args.iterations,
+    )
+    sampler = RssSampler()
+    sampler.start()
+    t_call, t0 = time.time(), time.monotonic()
+    error, result = "", None
+    try:
+        result = run_experiment(path, results=runs_dir, progress=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # one failed point must not lose the others
+        error = f"{type(err).__name__}: {err}"
+        LOG.error("%s failed: %s", name, error)
+    finally:
+        procs = sampler.finish()
+    wall_s = time.monotonic() - t0
+    out_dir = result.out_dir if isinstance(result, RunResult) else runs_dir / name
+    summary = result.summary if result else _read_summary(out_dir)
+    events = read_events(out_dir)
+    queued = pre_emulation_s(events, t_call)
+    rss = [p["peak_rss"] / 1e6 for p in procs if p["peak_rss"]]
+    row = {
+        "topology": topology,
+        "rate_mbps": mbps,
+        "scale": scale,
+        "name": name,
+        "results": str(out_dir),
+        "error": error or summary.get("error", ""),
+        "complete": bool(summary.get("complete")),
+        "wall_s": wall_s,
+        "queued_s": queued,
+        "emulation_wall_s": wall_s - queued if queued is not None else None,
+        "model_bytes_emulated": summary.get("model_bytes_emulated"),
+        "bytes_per_ps": summary.get("bytes_per_ps"),
+        "bct_s": summary.get("bct_s"),
+        "predicted": summary.get("predicted"),
+        "fidelity": summary.get("fidelity"),
+        "startup": startup(events),
+        "rss_mb": {
+            "processes": len(rss),
+            "median": median(rss),
+            "max": maximum(rss),
+            "ps_max": maximum([p["peak_rss"] / 1e6 for p in procs if p["job"] == "ps"]),
+            "worker_max": maximum([p["peak_rss"] / 1e6 for p in procs if p["job"] == "worker"]),
+            "per_process": procs,
+        },
+    }
+    bpp = row["bytes_per_ps"] or {}
+    row["largest_ps_share"] = max(bpp.values()) / sum(bpp.values()) if bpp and sum(bpp.values()) else None
+    row |= judge(summary)
+    return row
+
+
+def _read_summary(out_dir: Path) -> dict:
+    try:
+        return json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def warm_calibration(width: float) -> float:
+    """Calibrate P_w and P_s for the job's model once, before any emulation (seconds taken).
+
+    run_experiment's prediction reads the same cache entry (key "<model>@w<width>"); measuring it
+    here keeps the first point's queue time clean and the calibration off a running emulation.
+    """
+    from workloads import calibrate, models
+
+    t = time.monotonic()
+    cal = calibrate.calibrate(lambda: models.build_model(MODEL, width), f"{MODEL}@w{width:.6g}", BATCH_SIZE)
+    LOG.info(
+        "calibration %s@w%g: P_w %.1f samples/s, P_s %.3g B/s", MODEL, width, cal.p_w_samples_per_s, cal.p_s_bytes_per_s
+    )
+    return time.monotonic() - t
+
+
+# --- tables ------------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
+def format_tables(rows: list[dict]) -> str:
+    t1, t2, notes = [], [], []
+    for r in rows:
+        pred = r.get("predicted") or {}
+        bct = r.get("bct_s") or {}
+        fid = r.get("fidelity") or {}
+        mean = bct.get("mean")
+        ci = bct.get("ci95")
+        if mean is None:
+            measured = "failed"
+        elif ci is not None and ci == ci:  # NaN with one step
+            measured = f"{mean:.2f} ± {ci:.2f}"
+        else:
+            measured = f"{mean:.2f}"
+        if r["target_applies"]:
+            target = f"{TARGET_LOW:.2f}-{TARGET_HIGH:.2f}: {'yes' if r['within_target'] else 'NO'}"
+        else:
+            target = f"- ({r['target_not_applied_because']})"
+        comm = "-" if r["comm_ratio"] is None else f"{'yes' if r['comm_bound'] else 'no'} ({r['comm_ratio']:.0f}x)"
+        t1.append(
+            [
+                r["topology"],
+                f"{r['rate_mbps']:g}",
+                f"{r['scale']:g}",
+                _f((r.get("model_bytes_emulated") or 0) / 1e6 or None),
+                str(pred.get("equation") or "-"),
+                f"{bct.get('n', 0)}",
+                measured,
+                _f(pred.get("bct_min_s")),
+                _f(pred.get("bct_max_s")),
+                _f(r["ratio_min"]),
+                _f(r["ratio_max"]),
+                target,
+                comm,
+            ]
+        )
+        st, mem = r["startup"], r["rss_mb"]
+        t2.append(
+            [
+                r["topology"],
+                f"{r['rate_mbps']:g}",
+                ("yes" if fid.get("faithful") else "NO") if fid else "-",
+                _pct(fid.get("ovs_cpu_p95")),
+                _pct(fid.get("idle_p5")),
+                _pct(fid.get("busiest_utilisation")) if fid.get("busiest_link") else "-",
+                f"{_f(st.get('all_median_s'), '.1f')} / {_f(st.get('all_max_s'), '.1f')}",
+                f"{_f(st.get('ps_max_s'), '.1f')} / {_f(st.get('worker_max_s'), '.1f')}",
+                f"{_f(mem.get('median'), '.0f')} / {_f(mem.get('max'), '.0f')} ({mem.get('processes', 0)})",
+                _pct(r.get("largest_ps_share")),
+                _f(r.get("emulation_wall_s"), ".0f"),
+                _f(r.get("queued_s"), ".0f"),
+            ]
+        )
+        label = f"{r['topology']} @ {r['rate_mbps']:g} Mbit/s"
+        if r.get("error"):
+            notes.append(f"- {label}: FAILED: {r['error'][:300]}")
+        if fid and not fid.get("faithful"):
+            notes.append(f"- {label}: not faithful: {fid.get('reason')}")
+    head1 = [
+        "topology",
+        "worker rate (Mbit/s)",
+        "scale",
+        "model (MB emul.)",
+        "eq.",
+        "steps",
+        "measured BCT mean ± 95% CI (s)",
+        "BCT_min (s)",
+        "BCT_max (s)",
+        "meas/BCT_min",
+        "meas/BCT_max",
+        "target meas/BCT_max (Eq. 1: sequential job)",
+        f"comm-bound (T_push/T_compute >= {COMM_BOUND_FACTOR:g})",
+    ]
+    head2 = [
+        "topology",
+        "worker rate (Mbit/s)",
+        "faithful",
+        "ovs-vswitchd CPU p95 (of a core)",
+        "idle p5",
+        "busiest link peak / rate",
+        "TF start-up median / max (s)",
+        "start-up max PS / worker (s)",
+        "peak RSS per TF process median / max (MB) (procs)",
+        "largest PS byte share",
+        "emulation wall (s)",
+        "queued (s)",
+    ]
+    text = "### 1. BCT against the model (Eqs. 1-7)\n\n" + _table(head1, t1)
+    text += "\n\n### 2. Fidelity and TF processes\n\n" + _table(head2, t2)
+    if notes:
+        text += "\n\n" + "\n".join(notes)
+    return text + "\n"
+
+
+# --- entry point -------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_bct", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="reduced run (< 4 min): both prototypes at 50 Mbit/s only")
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument("--topology", choices=PROTOTYPES, action="append", help="run only these prototypes")
+    p.add_argument("--rates", type=float, nargs="+", help="emulated worker rates in Mbit/s (default 25 50 100)")
+    p.add_argument("--width", type=float, default=WIDTH, help=f"VGG-16 width multiplier (default {WIDTH})")
+    p.add_argument("--iterations", type=int, default=ITERATIONS, help=f"measured steps (default {ITERATIONS})")
+    p.add_argument("--warmup", type=int, default=WARMUP, help=f"warm-up steps (default {WARMUP})")
+    p.add_argument("--placement", choices=["balanced", "round-robin"], default=PLACEMENT, help="variable placement")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt  # so run_experiment's `with Testbed` unwinds and tears down
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    plain_loggers()
+    signal.signal(signal.SIGTERM, _terminate)
+    out_dir = Path(args.out).resolve()
+    runs_dir = out_dir / "bct-runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    topologies = args.topology or list(PROTOTYPES)
+    rates = args.rates or list(QUICK_RATES_MBPS if args.quick else RATES_MBPS)
+    res: dict = {
+        "meta": meta(args)
+        | {
+            "lock_wait_s_allowed": lock_wait_s(),
+            "model": MODEL,
+            "width": args.width,
+            "batch_size": BATCH_SIZE,
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "placement": args.placement,
+            "target": [TARGET_LOW, TARGET_HIGH],
+            "target_of": "measured mean BCT / BCT_max (Eq. 1)",
+            "comm_bound_factor": COMM_BOUND_FACTOR,
+        },
+        "points": [],
+    }
+    t0 = time.monotonic()
+    res["meta"]["calibration_s"] = warm_calibration(args.width)
+    interrupted = False
+    with tempfile.TemporaryDirectory(prefix="psnet-bench-bct-") as tmp:
+        try:
+            for topo in topologies:
+                for mbps in rates:
+                    res["points"].append(run_point(topo, mbps, Path(tmp), runs_dir, args))
+        except KeyboardInterrupt:
+            interrupted = True
+            LOG.warning("interrupted: writing the %d points measured so far", len(res["points"]))
+    m = res["meta"]
+    m["wall_s"] = time.monotonic() - t0
+    m["queued_s"] = sum(p["queued_s"] or 0.0 for p in res["points"])
+    m["interrupted"] = interrupted
+    table = format_tables(res["points"])
+    (out_dir / "bct.json").write_text(json.dumps(res, indent=1))
+    mode = "quick" if args.quick else "full"
+    (out_dir / "bct.md").write_text(
+        f"# BCT benchmark ({mode}{', interrupted' if interrupted else ''}, {m['started']}, commit "
+        f"{m['git_commit'][:10]}{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s of which "
+        f"{m['queued_s']:.0f} s queued for the emulator, machine {m['idle_before_pct']:.0f}% idle before the run)\n\n"
+        f"{MODEL} width {args.width:g}, BS {BATCH_SIZE} per worker, {args.iterations} measured steps after "
+        f"{args.warmup} warm-up, placement {args.placement}. Target: measured/BCT_max in "
+        f"{TARGET_LOW:.2f}-{TARGET_HIGH:.2f} where communication-bound and faithful.\n\n{table}"
+    )
+    print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")
+    print(table)
+    print(
+        f"wall time: {m['wall_s']:.1f} s ({mode}; {m['queued_s']:.0f} s queued for the emulator); written: "
+        f"{out_dir / 'bct.json'}, {out_dir / 'bct.md'}"
+    )
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Figure sweeps: a figure file lists points (topology + overrides + job); run them all.
+
+    testbed replay fig13 [--quick] [--repeat N] [--fresh]
+
+Each point runs `repeat` times through the same `run_job` as `testbed run`, into
+results/<figure>/points/<id>/rep<k>/. A finished repetition (its summary.json complete) is kept
+and skipped next time, so an interrupted sweep resumes where it stopped. Before a point runs, its
+offered load is checked against the emulator's budget; a point over it gets a larger scale
+(rates and bytes divided together: S/B is kept), and the report says so.
+
+Figure files live in workloads/figures/<figure>.yaml (documented there); `--quick` runs the file's
+`quick` subset with its reduced job: the same code path, in about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from topologies.build import build_network
+from topologies.schema import FIDELITY_BUDGET_MBPS, TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+from workloads.experiment import ExperimentSpec, JobSpec
+
+LOG = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parent.parent
+FIGURES = REPO / "workloads" / "figures"
+TOPOLOGIES = REPO / "topologies"
+#: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
+BUDGET_HOPS = 3
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    topology: str = Field(description="file in topologies/")
+    set: dict[str, Any] = Field(default_factory=dict, description="topology fields to override")
+    job: dict[str, Any] = Field(default_factory=dict, description="job fields over the defaults")
+    series: str = Field(default="", description="legend entry (line or bar colour)")
+    group: str = Field(default="", description="x group of a bar chart / panel of a line chart")
+    x: float | None = Field(default=None, description="x value of a line chart")
+
+
+class Quick(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    points: list[str]
+    job: dict[str, Any] = Field(default_factory=dict)
+    compress: float | None = None
+
+
+class Figure(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    figure: str
+    title: str
+    xlabel: str = ""
+    plot: str = Field(default="bars", description="bars | lines")
+    paper: dict[str, Any] = Field(default_factory=dict, description="what the paper states")
+    scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
+    emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
+    compress: float = 1.0
+    repeat: int = 1
+    job: dict[str, Any] = Field(default_factory=dict)
+    points: list[Point]
+    quick: Quick | None = None
+
+
+def figure_names() -> list[str]:
+    return sorted(p.stem for p in FIGURES.glob("fig*.yaml"))
+
+
+def load_figure(name: str) -> Figure:
+    path = FIGURES / f"{name}.yaml"
+    if not path.exists():
+        raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
+    try:
+        return Figure.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as err:
+        raise TopologyError(one_line_error(str(path), err, Figure)) from None
+
+
+def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
+    """The point's topology spec with overrides and the scale; returns (spec, source, scale note)."""
+    path = TOPOLOGIES / point.topology
+    base = load_spec(path).model_dump()
+    data = {**base, **point.set}
+    if fig.emulated_mbps:
+        data["scale"] = data["worker_mbps"] / fig.emulated_mbps
+    elif fig.scale:
+        data["scale"] = fig.scale
+    spec = parse_spec(data, f"{path} (figure {fig.figure}, point {point.id})")
+    load = offered_load_mbps(spec)
+    note = ""
+    if load > FIDELITY_BUDGET_MBPS:
+        factor = load / FIDELITY_BUDGET_MBPS
+        spec = parse_spec({**data, "scale": spec.scale * factor}, str(path))
+        note = (
+            f"offered load {load:.0f} Mbit/s x-hop/{BUDGET_HOPS} exceeds the {FIDELITY_BUDGET_MBPS:g} budget: "
+            f"scale raised to {spec.scale:g}"
+        )
+        LOG.warning("%s/%s: %s", fig.figure, point.id, note)
+    return spec, str(path), note
+
+
+def offered_load_mbps(spec: TopologySpec) -> float:
+    """Rate the job can move at once through the datapath, weighted by switch hops (normalised to
+    the 3 hops the budget was measured over): the smaller of what the workers can send and what
+    the PSs' cables can take (push and pull alternate, so one direction at a time)."""
+    from controller.routing import compute_paths, path_nodes
+    from controller.tc import initial_circuits
+
+    net = build_network(spec)
+    pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
+    paths = compute_paths(net, initial_circuits(net), pairs=pairs)
+    hops = [sum(not net.nodes[n].is_host for n in path_nodes(net, paths[pr])) for pr in pairs if pr in paths]
+    workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
+    ps_side = sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name))
+    return min(workers, ps_side) * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
+
+
+def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
+    job = {**fig.job, **point.job}
+    compress = fig.compress
+    if quick and fig.quick:
+        job.update(fig.quick.job)
+        compress = fig.quick.compress or compress
+    return ExperimentSpec(
+        name=f"{fig.figure}-{point.id}", topology=point.topology, compress=compress, job=JobSpec.model_validate(job)
+    )
+
+
+def points_to_run(fig: Figure, quick: bool) -> list[Point]:
+    if quick:
+        if not fig.quick:
+            raise TopologyError(f"{fig.figure}: no quick subset defined")
+        by_id = {p.id: p for p in fig.points}
+        return [by_id[i] for i in fig.quick.points]
+    return list(fig.points)
+
+
+def rep_dir(out: Path, point: Point, rep: int) -> Path:
+    return out / "points" / point.id / f"rep{rep}"
+
+
+def finished(d: Path) -> dict | None:
+    """The summary of a finished repetition, or None (absent, incomplete or unreadable)."""
+    f = d / "summary.json"
+    try:
+        s = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+    return s if s.get("complete") else None
+
+
+def run_figure(
+    name: str,
+    quick: bool = False,
+    repeat: int | None = None,
+    fresh: bool = False,
+    results: Path = REPO / "results",
+    progress: bool = True,
+) -> Path:
+    """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder."""
+    from tqdm import tqdm
+
+    from workloads.report import write_report
+    from workloads.runner import RunError, run_job
+
+    fig = load_figure(name)
+    out = results / (f"{name}-quick" if quick else name)
+    reps = repeat or fig.repeat
+    todo = [(p, k) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
+    if fresh:
+        for p, k in todo:
+            (rep_dir(out, p, k) / "summary.json").unlink(missing_ok=True)
+    notes: dict[str, str] = {}
+    t0 = time.monotonic()
+    bar = tqdm(todo, desc=f"{name}", unit="run", disable=not progress)
+    for point, k in bar:
+        d = rep_dir(out, point, k)
+        spec, source, note = point_topology(fig, point)
+        if note:
+            notes[point.id] = note
+        if finished(d):
+            bar.set_postfix_str(f"{point.id} rep{k}: kept")
+            continue
+        bar.set_postfix_str(f"{point.id} rep{k}")
+        exp = point_experiment(fig, point, quick)
+        try:
+            run_job(exp, spec, source, d, progress=False, source=f"{FIGURES / name}.yaml#{point.id}")
+        except RunError as err:  # keep going: the report marks the point as failed
+            LOG.error("%s: %s", point.id, err)
+    bar.close()
+    write_report(fig, out, points_to_run(fig, quick), reps, notes, wall_s=time.monotonic() - t0, quick=quick)
+    return out
