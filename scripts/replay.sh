@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The main command: set up this machine (idempotent), bring up the paper's two testbed
-# prototypes (PSNet, Section 5 / Fig. 8, and the 4-ToR FatTree) and prove each with measurements
-# (reachability, paths, PS NICs, shaping). Run as root:  sudo scripts/replay.sh
-# (The Fig. 13 replay with TensorFlow jobs comes with the workload and replay work.)
+# The main command: set up this machine (idempotent), prove the paper's two testbed prototypes
+# (PSNet and the 4-ToR FatTree: reachability, paths, PS NICs, shaping), then replay Fig. 13
+# (PSNet vs FatTree r = 1, 2, 5 for VGG-16 and ResNet50) and print the speed-up beside the
+# paper's 1.89x / 1.92x. Results: results/fig13/ (report.md, fig13.png, summary.csv).
+# Run as root:  sudo scripts/replay.sh   (resumable; --fresh reruns, --quick is a 2-point smoke run)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/setup.sh
-status=0
 for topo in topologies/psnet-testbed.yaml topologies/fattree-testbed.yaml; do
   echo "== testbed topo check $topo"
-  .venv/bin/testbed topo check "$topo" || status=1
+  .venv/bin/testbed topo check "$topo" --iperf-seconds 2
 done
-exit $status
+echo "== testbed replay fig13 $*"
+exec .venv/bin/testbed replay fig13 "$@"

@@ -87,19 +87,47 @@ def _arg(cmdline: list[str], flag: str) -> str | None:
         return None
 
 
-class RssSampler(threading.Thread):
-    """Every period_s: peak RSS of each `python -m workloads.psjob` process descended from this one.
+class ProcSampler(threading.Thread):
+    """Every period_s: peak RSS of each TF process of this run, and who used the CPU.
 
-    Only descendants count (Mininet's host.popen forks them from this process through mnexec),
-    so TF processes of anything else on the machine (a test suite's loopback jobs) are left out.
+    TF processes are the `python -m workloads.psjob` processes descended from this one (Mininet's
+    host.popen forks them from this process through mnexec), so TF processes of anything else on
+    the machine (a test suite's loopback jobs) are left out. CPU: the machine's busy time (user,
+    nice, system; not irq/softirq) against the CPU time of this process, its descendants (TF,
+    controller, host shells) and ovs-vswitchd; the rest is other work on the box, which the
+    emulation has to share 2 cores with.
     """
 
     def __init__(self, period_s: float = RSS_PERIOD_S) -> None:
         super().__init__(daemon=True)
         self.period_s = period_s
         self.me = psutil.Process()
-        self.procs: dict[int, dict] = {}  # pid -> {job, task, host?, peak_rss}
+        self.procs: dict[int, dict] = {}  # pid -> {job, task, peak_rss}
+        self.cpu_s: dict[int, float] = {}  # pid -> last CPU seconds, for this run's processes
+        self.ours_s = 0.0
         self._done = threading.Event()
+        try:
+            self.ovs = next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "ovs-vswitchd")
+        except StopIteration:
+            self.ovs = None
+        self.t0, self.busy0 = time.monotonic(), self._busy()
+        self._account([self.me, *([self.ovs] if self.ovs else [])], baseline=True)
+
+    @staticmethod
+    def _busy() -> float:
+        t = psutil.cpu_times()
+        return t.user + t.nice + t.system
+
+    def _account(self, procs: list[psutil.Process], baseline: bool = False) -> None:
+        for p in procs:
+            try:
+                c = p.cpu_times()
+            except psutil.Error:
+                continue
+            now = c.user + c.system
+            before = self.cpu_s.get(p.pid, now if baseline else 0.0)
+            self.ours_s += max(0.0, now - before)
+            self.cpu_s[p.pid] = now
 
     def run(self) -> None:
         while not self._done.is_set():
@@ -112,6 +140,7 @@ class RssSampler(threading.Thread):
             children = self.me.children(recursive=True)
         except psutil.Error:
             return
+        self._account([self.me, *children, *([self.ovs] if self.ovs else [])])
         for p in children:
             try:
                 rec = self.procs.get(p.pid)
@@ -133,10 +162,15 @@ class RssSampler(threading.Thread):
             except psutil.Error:  # exited between the listing and the read
                 continue
 
-    def finish(self) -> list[dict]:
+    def finish(self) -> tuple[list[dict], dict]:
+        """Stop; the TF processes, and the CPU account (mean cores: machine busy, ours, other)."""
         self._done.set()
         self.join(timeout=10)
-        return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0)))
+        dt = max(1e-9, time.monotonic() - self.t0)
+        busy = (self._busy() - self.busy0) / dt
+        ours = self.ours_s / dt
+        cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
+        return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0))), cpu
 
 
 # --- one point ---------------------------------------------------------------------------------
@@ -237,6 +271,23 @@ def judge(summary: dict) -> dict:
     return out
 
 
+def placed_bytes_bound(row: dict) -> dict:
+    """Diagnostic: Eq. 1 with the bytes the job really placed on its heaviest PS.
+
+    The model gives every PS S/P bytes. In both prototypes the PS side binds (Eq. 5: R B_s / W =
+    B_w / P; Eq. 7: B_s / W), so a PS holding a share f of S stretches T_pull and T_push by
+    f x P. Not the paper's model: printed beside it to separate placement from emulation.
+    """
+    pred = row.get("predicted") or {}
+    share, mean = row.get("largest_ps_share"), (row.get("bct_s") or {}).get("mean")
+    if not (pred.get("bct_max_s") and share and pred.get("ps")):
+        return {"bct_max_placed_s": None, "ratio_max_placed": None}
+    stretch = max(1.0, share * pred["ps"])
+    bound = (pred["t_pull_s"] + pred["t_push_s"]) * stretch + pred["t_compute_s"] + pred["t_ps_update_s"]
+    bound += pred.get("t_sync_s") or 0.0
+    return {"bct_max_placed_s": bound, "ratio_max_placed": mean / bound if mean is not None else None}
+
+
 def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: argparse.Namespace) -> dict:
     """One experiment with memory sampling; the row of the table (and everything behind it)."""
     path, scale = write_experiment(topology, mbps, folder, args)
@@ -251,7 +302,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         args.warmup,
         args.iterations,
     )
-    sampler = RssSampler()
+    sampler = ProcSampler()
     sampler.start()
     t_call, t0 = time.time(), time.monotonic()
     error, result = "", None
@@ -263,7 +314,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         error = f"{type(err).__name__}: {err}"
         LOG.error("%s failed: %s", name, error)
     finally:
-        procs = sampler.finish()
+        procs, cpu = sampler.finish()
     wall_s = time.monotonic() - t0
     out_dir = result.out_dir if isinstance(result, RunResult) else runs_dir / name
     summary = result.summary if result else _read_summary(out_dir)
@@ -287,6 +338,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         "predicted": summary.get("predicted"),
         "fidelity": summary.get("fidelity"),
         "startup": startup(events),
+        "cpu": cpu,
         "rss_mb": {
             "processes": len(rss),
             "median": median(rss),
@@ -299,6 +351,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
     bpp = row["bytes_per_ps"] or {}
     row["largest_ps_share"] = max(bpp.values()) / sum(bpp.values()) if bpp and sum(bpp.values()) else None
     row |= judge(summary)
+    row |= placed_bytes_bound(row)
     return row
 
 
@@ -364,9 +417,10 @@ def format_tables(rows: list[dict]) -> str:
                 _f(r["ratio_max"]),
                 target,
                 comm,
+                f"{_f(r.get('bct_max_placed_s'))} / {_f(r.get('ratio_max_placed'))}",
             ]
         )
-        st, mem = r["startup"], r["rss_mb"]
+        st, mem, cpu = r["startup"], r["rss_mb"], r.get("cpu") or {}
         t2.append(
             [
                 r["topology"],
@@ -379,6 +433,7 @@ def format_tables(rows: list[dict]) -> str:
                 f"{_f(st.get('ps_max_s'), '.1f')} / {_f(st.get('worker_max_s'), '.1f')}",
                 f"{_f(mem.get('median'), '.0f')} / {_f(mem.get('max'), '.0f')} ({mem.get('processes', 0)})",
                 _pct(r.get("largest_ps_share")),
+                f"{_f(cpu.get('ours_cores'))} / {_f(cpu.get('other_cores'))}",
                 _f(r.get("emulation_wall_s"), ".0f"),
                 _f(r.get("queued_s"), ".0f"),
             ]
@@ -402,6 +457,7 @@ def format_tables(rows: list[dict]) -> str:
         "meas/BCT_max",
         "target meas/BCT_max (Eq. 1: sequential job)",
         f"comm-bound (T_push/T_compute >= {COMM_BOUND_FACTOR:g})",
+        "diagnostic: BCT_max at the heaviest PS's bytes (s) / meas/it",
     ]
     head2 = [
         "topology",
@@ -414,6 +470,7 @@ def format_tables(rows: list[dict]) -> str:
         "start-up max PS / worker (s)",
         "peak RSS per TF process median / max (MB) (procs)",
         "largest PS byte share",
+        "CPU cores, mean: this run / other work",
         "emulation wall (s)",
         "queued (s)",
     ]

@@ -54,11 +54,12 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_six():
+def test_shipped_files_are_the_documented_seven():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
         "fattree-testbed.yaml",
+        "psnet-1tor.yaml",
         "psnet-2modules.yaml",
         "psnet-4modules.yaml",
         "psnet-testbed.yaml",
@@ -96,7 +97,7 @@ def test_fattree_testbed_file_values():
     assert isinstance(spec, FatTreeSpec)
     assert (spec.k, spec.n_pods, spec.ps, spec.oversubscription) == (4, 2, 2, 1.0)
     assert spec.workers == [0, 2, 2, 2]
-    assert spec.routing == "hashed"  # FatTree default: ECMP
+    assert spec.routing == "balanced"  # the prototype spreads flows as the paper's Eq. 7 analysis (C = 6)
 
 
 def test_fattree_full_build_has_k_pods_by_default():
