@@ -88,14 +88,15 @@ def _arg(cmdline: list[str], flag: str) -> str | None:
 
 
 class ProcSampler(threading.Thread):
-    """Every period_s: peak RSS of each TF process of this run, and who used the CPU.
+    """Every period_s: peak RSS of each TF process of this run, and who used the CPU while it ran.
 
     TF processes are the `python -m workloads.psjob` processes descended from this one (Mininet's
     host.popen forks them from this process through mnexec), so TF processes of anything else on
     the machine (a test suite's loopback jobs) are left out. CPU: the machine's busy time (user,
     nice, system; not irq/softirq) against the CPU time of this process, its descendants (TF,
     controller, host shells) and ovs-vswitchd; the rest is other work on the box, which the
-    emulation has to share 2 cores with.
+    emulation has to share 2 cores with. The CPU account covers the job: from its first TF process
+    (after the lock queue and the bring-up) to the end of the run.
     """
 
     def __init__(self, period_s: float = RSS_PERIOD_S) -> None:
@@ -105,13 +106,13 @@ class ProcSampler(threading.Thread):
         self.procs: dict[int, dict] = {}  # pid -> {job, task, peak_rss}
         self.cpu_s: dict[int, float] = {}  # pid -> last CPU seconds, for this run's processes
         self.ours_s = 0.0
+        self.t0: float | None = None  # the CPU account starts when the job's first process appears
+        self.busy0 = 0.0
         self._done = threading.Event()
         try:
             self.ovs = next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "ovs-vswitchd")
         except StopIteration:
             self.ovs = None
-        self.t0, self.busy0 = time.monotonic(), self._busy()
-        self._account([self.me, *([self.ovs] if self.ovs else [])], baseline=True)
 
     @staticmethod
     def _busy() -> float:
@@ -119,14 +120,15 @@ class ProcSampler(threading.Thread):
         return t.user + t.nice + t.system
 
     def _account(self, procs: list[psutil.Process], baseline: bool = False) -> None:
+        """Add the CPU seconds `procs` used since the last look (baseline: just note them)."""
         for p in procs:
             try:
                 c = p.cpu_times()
             except psutil.Error:
                 continue
             now = c.user + c.system
-            before = self.cpu_s.get(p.pid, now if baseline else 0.0)
-            self.ours_s += max(0.0, now - before)
+            if not baseline:
+                self.ours_s += max(0.0, now - self.cpu_s.get(p.pid, 0.0))
             self.cpu_s[p.pid] = now
 
     def run(self) -> None:
@@ -135,12 +137,26 @@ class ProcSampler(threading.Thread):
             self._done.wait(self.period_s)
         self.sample()
 
+    @staticmethod
+    def _is_psjob(p: psutil.Process) -> bool:
+        try:
+            return PSJOB in p.cmdline()
+        except psutil.Error:
+            return False
+
     def sample(self) -> None:
         try:
             children = self.me.children(recursive=True)
         except psutil.Error:
             return
-        self._account([self.me, *children, *([self.ovs] if self.ovs else [])])
+        ours = [self.me, *children, *([self.ovs] if self.ovs else [])]
+        if self.t0 is None:
+            if not any(self._is_psjob(p) for p in children):
+                return
+            self.t0, self.busy0 = time.monotonic(), self._busy()
+            self._account(ours, baseline=True)
+        else:
+            self._account(ours)
         for p in children:
             try:
                 rec = self.procs.get(p.pid)
@@ -166,10 +182,11 @@ class ProcSampler(threading.Thread):
         """Stop; the TF processes, and the CPU account (mean cores: machine busy, ours, other)."""
         self._done.set()
         self.join(timeout=10)
-        dt = max(1e-9, time.monotonic() - self.t0)
-        busy = (self._busy() - self.busy0) / dt
-        ours = self.ours_s / dt
-        cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
+        cpu: dict = {"seconds": None, "busy_cores": None, "ours_cores": None, "other_cores": None}
+        if self.t0 is not None:
+            dt = max(1e-9, time.monotonic() - self.t0)
+            busy, ours = (self._busy() - self.busy0) / dt, self.ours_s / dt
+            cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
         return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0))), cpu
 
 

@@ -1,10 +1,15 @@
 """Fidelity monitor: is this run's emulation faithful? Measured, not assumed.
 
 While a run goes on, a thread samples the machine's CPU idle, ovs-vswitchd's CPU (the userspace
-datapath is one busy thread: near a full core it falls behind), and the transmitted bytes of
+datapath is one busy thread: near a full core it may fall behind), and the transmitted bytes of
 every shaped switch-side interface. At the end each link's busiest window is set against its
-configured rate: a link that carried traffic but never got near its rate while ovs-vswitchd was
-saturated is the sign of an unfaithful run. The verdict names its reason.
+configured rate.
+
+ovs-vswitchd's CPU alone is no verdict: measured here (scripts/bench_network.sh) it sits near a
+full core from ~150 Mbit/s aggregate upward while links still carry 99.9% of their rate. The
+sign of an unfaithful run is a starved machine (ovs-vswitchd saturated, or no idle CPU left)
+*and* a busiest link that never reached its configured rate: then the emulator, not the
+emulated network, set the pace. The verdict names its numbers either way.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import psutil
 
 from topologies.model import Network
 
-#: ovs-vswitchd above this share of one core for a sustained window means it is the bottleneck
+#: ovs-vswitchd above this share of one core: it may be what limits the traffic
 OVS_CPU_LIMIT = 0.90
-#: below this machine-wide idle share, TF processes and the datapath starve each other
+#: below this machine-wide idle share, TF processes and the datapath compete for the CPU
 IDLE_LIMIT = 0.05
+#: a busiest link that peaked at or above this share of its rate was carried faithfully
+LINK_FULL = 0.90
 #: a sample window (s); the busiest-window rate of a link is taken over this
 WINDOW_S = 1.0
 
@@ -113,13 +120,20 @@ class Monitor:
         peak = {i: max((w[3][i] for w in windows), default=0.0) for i in self.intfs}
         util = {i: peak[i] / rate for i, rate in self.intfs.items() if peak[i] > 0.05 * rate}
         busiest = max(util, key=util.get) if util else ""
-        reasons = []
+        starved = []
         if ovs_p95 > OVS_CPU_LIMIT:
-            reasons.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core (limit {OVS_CPU_LIMIT:.0%})")
+            starved.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core")
         if idle_p5 < IDLE_LIMIT:
-            reasons.append(f"machine idle down to {idle_p5:.0%} (limit {IDLE_LIMIT:.0%})")
+            starved.append(f"machine idle down to {idle_p5:.0%}")
+        peak_util = util.get(busiest, 0.0)
+        reasons = []
+        if starved and peak_util < LINK_FULL:
+            reasons.append(
+                f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
+                f"(< {LINK_FULL:.0%}): the emulator set the pace"
+            )
         detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
-            f", busiest link {busiest} peaked at {util[busiest]:.0%} of its rate" if busiest else ""
+            f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
         )
         top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
         return Verdict(

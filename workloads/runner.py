@@ -321,6 +321,18 @@ def prediction(net, exp: ExperimentSpec, width: float, model_bytes: float) -> di
     }
 
 
+def placement_prediction(net, exp: ExperimentSpec, width: float, model_bytes: float, bytes_per_ps: dict | None) -> dict:
+    """The model again with the PSs' real byte split: the equations take S/P per PS; TF places
+    whole variables, so the busiest PS holds more (VGG-16's big FC kernel). Substituting
+    P x (largest PS share) for S makes every (S/P)/rate term the busiest PS's transfer."""
+    if not bytes_per_ps:
+        return {}
+    held = [float(b) for b in bytes_per_ps.values()]
+    effective = len(net.pss()) * max(held)
+    pred = prediction(net, exp, width, effective)
+    return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
+
+
 def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
     """Run an experiment file; results in results/<name>/ (see `run_job`)."""
     exp, topo, topo_path = load_experiment(path)
@@ -369,6 +381,7 @@ def run_job(
     _write(out, exp, rows, job, events)
     summary = summarize(exp, net, rows, job, model_bytes, verdict, complete, error)
     summary["predicted"] = predicted
+    summary["predicted_placement"] = placement_prediction(net, exp, width, model_bytes, summary.get("bytes_per_ps"))
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if interrupted:
