@@ -18,7 +18,7 @@ from pathlib import Path
 from os_ken import cfg
 
 from controller.routing import Flow, LinkKey, compute_paths, switch_flows
-from controller.tc import Circuits, initial_circuits, recircuit
+from controller.tc import Circuits, deployment, initial_circuits, recircuit
 from topologies.build import load_network
 from topologies.model import Network, Role
 
@@ -92,8 +92,6 @@ class Fabric:
 
     def state(self) -> dict:
         """JSON-able view of the circuit map and failed links (read by the testbed and users)."""
-        from controller.tc import deployment
-
         with self.lock:
             return {
                 "circuits": {w: ln.b for w, ln in sorted(self.circuits.items())},

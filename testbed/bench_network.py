@@ -32,25 +32,17 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
 import psutil
 import yaml
-from mininet.link import Link as MnLink
-from mininet.log import setLogLevel
-from mininet.net import Mininet
-from mininet.node import OVSSwitch
 
 from testbed import measure, registry
-from testbed.net import Testbed
+from testbed.net import Testbed, make_mininet
 from testbed.runner import run_all
 from testbed.shaping import offload_cmd
 from topologies.build import load_network
-from topologies.mininet_topo import ModelTopo
 from topologies.model import Network
 from topologies.schema import FIDELITY_BUDGET_MBPS
 
@@ -149,30 +141,6 @@ def lock_wait_s() -> float:
     return float(os.environ.get("PSNET_LOCK_WAIT_S", "0"))
 
 
-@contextmanager
-def timed_lock(waits: list[float]) -> Iterator[None]:
-    """Record in `waits` the seconds every emulator-lock acquisition queued.
-
-    Testbed.start's bring_up_s starts its clock before taking the lock, so it includes the time
-    queued behind another run; wrapping the registry function measures that time so the
-    benchmark can leave it out.
-    """
-    original = registry.acquire_emulator
-
-    def timed(wait_s: float) -> int:
-        t = time.monotonic()
-        try:
-            return original(wait_s)
-        finally:
-            waits.append(time.monotonic() - t)
-
-    registry.acquire_emulator = timed
-    try:
-        yield
-    finally:
-        registry.acquire_emulator = original
-
-
 @dataclass
 class BareNet:
     """The two things `measure.reachable` needs (model, host) for a network built without Testbed."""
@@ -211,25 +179,23 @@ def maximum(xs: list[float | None]) -> float | None:
 # --- 1. bring-up -------------------------------------------------------------------------------
 def bringup_once(path: Path) -> dict:
     """File -> Testbed started -> every intended pair pinged; then the teardown (seconds)."""
-    waits: list[float] = []
     t0 = time.monotonic()
     tb = Testbed(path)
     row: dict = {"topology": path.stem}
     try:
-        with timed_lock(waits):
-            tb.start()
+        tb.start()
         t_started = time.monotonic()
         pairs = tb.model.intended_pairs()
         reach_s = wait_reachable(tb, pairs, REACH_CAP_S)
         t_reached = time.monotonic()
-        lock_s = sum(waits)
+        lock_s = tb.timings["lock_wait_s"]  # queueing behind another run is not bring-up
         row |= {
             "hosts": len(tb.model.hosts()),
             "switches": len(tb.model.switches()),
             "pairs": len(pairs),
             "lock_wait_s": lock_s,
             "start_s": t_started - t0 - lock_s,
-            "testbed_bring_up_s": tb.timings["bring_up_s"] - lock_s,
+            "testbed_bring_up_s": tb.timings["bring_up_s"],
             "reach_s": reach_s,
             "file_to_reachable_s": (t_reached - t0 - lock_s) if reach_s is not None else None,
         }
@@ -286,18 +252,7 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
             raise RuntimeError(f"bridge {taken[0]} already exists; not building the STP FatTree over it")
         run_id, run_dir = registry.new_run()
         registry.save(run_dir, owner_pid=os.getpid(), topology=f"{path} (bench STP)")
-        setLogLevel("warning")
-        switch = partial(OVSSwitch, datapath="user", failMode="standalone", stp=True)
-        mn = Mininet(
-            topo=ModelTopo(model),
-            switch=switch,
-            controller=None,
-            link=MnLink,
-            autoSetMacs=False,
-            autoStaticArp=False,
-            build=False,
-            waitConnected=False,
-        )
+        mn = make_mininet(model, failMode="standalone", stp=True)
         mn.build()
         registry.save(
             run_dir,
@@ -727,27 +682,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def plain_loggers() -> None:
-    """Make this project's loggers ordinary again (handlers and level from the root logger).
-
-    Importing mininet.log calls logging.setLoggerClass(MininetLogger) (Mininet 2.3.0): every
-    logger created afterwards gets level OUTPUT (25), hiding INFO, and its own newline-less
-    stderr handler, printing each warning twice.
-    """
-    logging.setLoggerClass(logging.Logger)
-    for name, lg in list(logging.root.manager.loggerDict.items()):
-        if isinstance(lg, logging.Logger) and name.split(".")[0] in ("__main__", "testbed", "controller", "topologies"):
-            for h in list(lg.handlers):
-                lg.removeHandler(h)
-            lg.setLevel(logging.NOTSET)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    plain_loggers()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = set(args.only or ["bringup", "reconfig", "shaping"])

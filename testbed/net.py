@@ -81,6 +81,22 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
 
 
+def make_mininet(model: Network, **switch_opts: object) -> Mininet:
+    """An unbuilt Mininet of the model on userspace OVS (no kernel module here), plain veths
+    (shaping is ours), addresses and MACs left to the testbed (they come from the model)."""
+    setLogLevel("warning")
+    return Mininet(
+        topo=ModelTopo(model),
+        switch=partial(OVSSwitch, datapath="user", **switch_opts),
+        controller=None,
+        link=MnLink,
+        autoSetMacs=False,
+        autoStaticArp=False,
+        build=False,
+        waitConnected=False,
+    )
+
+
 class Testbed:
     """A running emulation of one topology file; use as a context manager."""
 
@@ -131,18 +147,7 @@ class Testbed:
         self.run_id, self.run_dir = registry.new_run()
         registry.save(self.run_dir, owner_pid=os.getpid(), topology=self.source)
         self._start_controller()
-        setLogLevel("warning")
-        switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
-        self.mn = Mininet(
-            topo=ModelTopo(self.model),
-            switch=switch,
-            controller=None,
-            link=MnLink,
-            autoSetMacs=False,
-            autoStaticArp=False,
-            build=False,
-            waitConnected=False,
-        )
+        self.mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
         self.mn.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
         self.mn.build()
         registry.save(
