@@ -41,7 +41,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta, plain_loggers
+from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta
 from topologies.schema import load_spec
 from workloads.runner import RunResult, run_experiment
 
@@ -293,15 +293,21 @@ def placed_bytes_bound(row: dict) -> dict:
 
     The model gives every PS S/P bytes. In both prototypes the PS side binds (Eq. 5: R B_s / W =
     B_w / P; Eq. 7: B_s / W), so a PS holding a share f of S stretches T_pull and T_push by
-    f x P. Not the paper's model: printed beside it to separate placement from emulation.
+    f x P. Not the paper's model: printed beside it to separate placement from emulation. The
+    runner's own `predicted_placement` (the model with S = P x the heaviest PS's bytes) is used
+    where the summary has it; the two agree to within T_ps_update.
     """
+    placed = row.get("predicted_placement") or {}
     pred = row.get("predicted") or {}
     share, mean = row.get("largest_ps_share"), (row.get("bct_s") or {}).get("mean")
-    if not (pred.get("bct_max_s") and share and pred.get("ps")):
+    if placed.get("bct_max_s"):
+        bound = placed["bct_max_s"]
+    elif pred.get("bct_max_s") and share and pred.get("ps"):
+        stretch = max(1.0, share * pred["ps"])
+        bound = (pred["t_pull_s"] + pred["t_push_s"]) * stretch + pred["t_compute_s"] + pred["t_ps_update_s"]
+        bound += pred.get("t_sync_s") or 0.0
+    else:
         return {"bct_max_placed_s": None, "ratio_max_placed": None}
-    stretch = max(1.0, share * pred["ps"])
-    bound = (pred["t_pull_s"] + pred["t_push_s"]) * stretch + pred["t_compute_s"] + pred["t_ps_update_s"]
-    bound += pred.get("t_sync_s") or 0.0
     return {"bct_max_placed_s": bound, "ratio_max_placed": mean / bound if mean is not None else None}
 
 
@@ -353,6 +359,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         "bytes_per_ps": summary.get("bytes_per_ps"),
         "bct_s": summary.get("bct_s"),
         "predicted": summary.get("predicted"),
+        "predicted_placement": summary.get("predicted_placement"),
         "fidelity": summary.get("fidelity"),
         "startup": startup(events),
         "cpu": cpu,
@@ -522,7 +529,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    plain_loggers()
     signal.signal(signal.SIGTERM, _terminate)
     out_dir = Path(args.out).resolve()
     runs_dir = out_dir / "bct-runs"

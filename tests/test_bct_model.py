@@ -200,3 +200,23 @@ def test_calibration_measures_and_caches(tmp_path: Path) -> None:
     assert cache.stat().st_mtime_ns == mtime
     forced = calibrate(batch_size=2, cache_path=cache, force=True)
     assert forced.measured_unix_s > first.measured_unix_s
+
+
+def test_eq5_follows_the_busiest_tor_of_an_unbalanced_deployment() -> None:
+    # worker(1,1,4), B_w = 100 Mbit/s emulated, S = 1 MB, P = 2: ToR 3's PS NIC (K x B_w) carries 4
+    # flows. K = 1: min(100/4, 100/2) = 25 Mbit/s per flow -> (0.5 MB)/(25 Mbit/s) = 0.16 s;
+    # K = 2 and 3: the worker link's 100/2 = 50 Mbit/s limits -> 0.08 s (Fig. 10's flattening).
+    from topologies.build import build_network
+    from topologies.schema import parse_spec
+
+    def t_push(k: float, workers: list[int]) -> tuple[str, float]:
+        spec = parse_spec(
+            {"kind": "psnet", "tors": 3, "ps": 2, "workers": workers, "K": k, "worker_mbps": 1000, "scale": 10}, "t"
+        )
+        p = bm.predict(build_network(spec), 1e6, 6, 100.0, 1e9)
+        return p.equation, p.t_push_s
+
+    assert t_push(1, [1, 1, 4]) == ("Eq. 5 (busiest ToR)", pytest.approx(0.16))
+    assert t_push(2, [1, 1, 4])[1] == pytest.approx(0.08) == t_push(3, [1, 1, 4])[1]
+    # balanced: plain Eq. 5, (0.5 MB) / min(3 x 100 / 6, 100 / 2) = 0.08 s
+    assert t_push(1, [2, 2, 2]) == ("Eq. 5", pytest.approx(0.08))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 from controller.routing import compute_paths, link_loads
@@ -77,14 +78,25 @@ def t_ps_update_s(workers: int, model_bytes: float, ps: int, p_s: float) -> floa
 
 # --- Eqs. 5, 6, 7: communication (T_pull = T_push) -------------------------------------------
 def t_push_one_module_s(
-    model_bytes: float, ps: int, workers: int, tors: int, ps_mbps: float, worker_mbps: float, latency_s: float = 0.0
+    model_bytes: float,
+    ps: int,
+    workers: int,
+    tors: int,
+    ps_mbps: float,
+    worker_mbps: float,
+    latency_s: float = 0.0,
+    busiest_tor_workers: int | None = None,
 ) -> float:
     """Eq. 5 (one PSNet module), T_pull = T_push = (S/P) / min(R B_s / W, B_w / P) + 2 latency.
 
-    A PS's R NICs (R x B_s) are shared by all W workers, a worker's one link by the P PSs.
+    A PS's R NICs (R x B_s) are shared by all W workers, a worker's one link by the P PSs. Eq. 5
+    assumes the TC's equal spread (W/R workers per ToR, so each PS NIC carries W/R flows). For
+    another deployment pass `busiest_tor_workers` = max_t W_t: the PS NIC on that ToR carries
+    W_t flows, and R B_s / W becomes B_s / max_t W_t (the same number when balanced).
     """
     _positive(model_bytes=model_bytes, ps=ps, workers=workers, tors=tors, ps_mbps=ps_mbps, worker_mbps=worker_mbps)
-    rate_mbps = min(tors * ps_mbps / workers, worker_mbps / ps)
+    nic_share = ps_mbps / busiest_tor_workers if busiest_tor_workers else tors * ps_mbps / workers
+    rate_mbps = min(nic_share, worker_mbps / ps)
     return (model_bytes / ps) / _rate_bytes_per_s(rate_mbps) + ONE_MODULE_HOPS * latency_s
 
 
@@ -286,10 +298,19 @@ def predict(
         modules = sorted({n.module for n in (*workers, *pss)})
         if len(modules) == 1:
             equation, hops = "Eq. 5", ONE_MODULE_HOPS
-            t_wire = t_push_one_module_s(model_bytes, p, w, spec.tors, ps_mbps, worker_mbps)
-            deps = {tuple(d) for d in spec.deployments() if d is not None}
-            if any(max(d) - min(d) > 1 for d in deps):
-                log.info("%s: deployment %s is unbalanced; Eq. 5 assumes the TC's equal spread", net.name, deps)
+            per_tor = Counter(ln.b for ln in circuits.values())
+            busiest = max(per_tor.values())
+            if busiest * spec.tors > w:  # not the TC's equal spread: the busiest ToR's PS NICs limit
+                equation = "Eq. 5 (busiest ToR)"
+            t_wire = t_push_one_module_s(
+                model_bytes,
+                p,
+                w,
+                spec.tors,
+                ps_mbps,
+                worker_mbps,
+                busiest_tor_workers=busiest if busiest * spec.tors > w else None,
+            )
         elif len(modules) == 2:
             equation = "Eq. 6"
             hops = _longest_path_links(net, paths, pairs)
