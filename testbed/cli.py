@@ -147,8 +147,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     names = sweep.figure_names() if args.figure == "all" else [args.figure]
     for name in names:
         if args.report_only:
+            from workloads.runner import repredict
+
             fig = sweep.load_figure(name)
             out = sweep.REPO / "results" / (f"{name}-quick" if args.quick else name)
+            for summary in sorted(out.glob("points/*/rep*/summary.json")):
+                repredict(summary.parent)  # the model as the code has it now
             write_report(
                 fig, out, sweep.points_to_run(fig, args.quick), args.repeat or fig.repeat, {}, quick=args.quick
             )
@@ -205,7 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
     rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")
     rp.add_argument("--fresh", action="store_true", help="rerun points already finished")
-    rp.add_argument("--report-only", action="store_true", help="redraw plot and report from saved results")
+    rp.add_argument(
+        "--report-only",
+        action="store_true",
+        help="recompute the model, redraw plot and report from saved results (no run)",
+    )
     rp.add_argument("--no-progress", action="store_true")
     rp.set_defaults(func=cmd_replay)
     b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")

@@ -98,7 +98,7 @@ def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):
     text = (out / "report.md").read_text()
     assert "failed: rep1: boom" in text and "failed: rep1: not run" in text
     assert ("VGG-16: BCT falls from K=1 to K=2", True, "4.00 s -> 2.10 s") in claims
-    assert any(c[0] == "VGG-16: K=2 and K=3 within a few percent" and c[1] is True for c in claims)
+    assert any(c[0] == "VGG-16: K=2 and K=3 almost equal (within 10%)" and c[1] is True for c in claims)
     assert sweep.finished(d) is None
 
 

@@ -333,6 +333,27 @@ def placement_prediction(net, exp: ExperimentSpec, width: float, model_bytes: fl
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
+def repredict(run_dir: Path) -> dict:
+    """Recompute a finished run's model predictions with the current model code (no rerun)."""
+    from topologies.schema import parse_spec
+
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
+    exp = ExperimentSpec(
+        name=summary["name"],
+        topology=manifest["topology_file"],
+        compress=manifest.get("compress", 1.0),
+        job=manifest["job"],
+    )
+    summary["predicted"] = prediction(net, exp, manifest["width"], manifest["model_bytes_emulated"])
+    summary["predicted_placement"] = placement_prediction(
+        net, exp, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps")
+    )
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
 def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
     """Run an experiment file; results in results/<name>/ (see `run_job`)."""
     exp, topo, topo_path = load_experiment(path)
