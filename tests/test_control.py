@@ -63,3 +63,12 @@ def test_fattree_failed_agg_link_is_routed_around(no_leftovers):
 def test_exception_inside_run_leaves_nothing_behind(no_leftovers):
     with pytest.raises(RuntimeError, match="boom"), Testbed(TOPO.format("psnet-testbed")):
         raise RuntimeError("boom")
+
+
+def test_crashed_controller_is_reported_and_leaves_nothing_behind(no_leftovers):
+    from controller.channel import ChannelError
+
+    with pytest.raises(ChannelError, match="controller"), Testbed(TOPO.format("psnet-testbed")) as tb:
+        tb.controller.kill()
+        tb.controller.wait()
+        tb.state()
