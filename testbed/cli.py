@@ -163,6 +163,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
         if name == "fig13":
             print(speedup_table(out))
+    if args.figure == "all":
+        from workloads.report import overview
+
+        print(overview(sweep.REPO / "results", names))
     return 0
 
 

@@ -381,8 +381,13 @@ def write_report(
         "bytes divided further, so communication takes 1/compress of the paper's time",
         "- BCT: mean over measured steps of the slowest worker's step time (emulated seconds)",
     ]
+    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    if wall_s is None and run:
+        wall_s = run["wall_s"] - run.get("queued_s", 0.0)
     if wall_s is not None:
-        lines.append(f"- wall time of this run: {wall_s / 60:.1f} min")
+        lines.append(
+            f"- wall time of the last sweep: {wall_s / 60:.1f} min (time queued behind other emulations left out)"
+        )
     lines += [
         "",
         f"![{fig.figure}]({fig.figure}.png)",
@@ -413,3 +418,23 @@ def write_report(
         )
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return claims
+
+
+def overview(results: Path, names: list[str]) -> str:
+    """Markdown: per figure, the paper's claims as checked on our data, fidelity and wall time
+    (read from each figure's report.md, so it reflects the last run or --report-only)."""
+    lines = ["| figure | the paper's claim, checked on our data | faithful points | wall time |", "|---|---|---|---|"]
+    for name in names:
+        f = results / name / "report.md"
+        if not f.exists():
+            lines.append(f"| {name} | not replayed yet | - | - |")
+            continue
+        text = f.read_text().splitlines()
+        claims = [ln[2:] for ln in text if ln.startswith("- **")]
+        fid = [ln for ln in text if ln.startswith("- ") and ("faithful" in ln or "no run" in ln) and "**" not in ln]
+        ok = sum(ln.split(": ", 1)[1].startswith("faithful") for ln in fid if ": " in ln)
+        wall = next((ln.split(": ", 1)[1].split(" (")[0] for ln in text if ln.startswith("- wall time")), "-")
+        lines.append(
+            f"| {name} | {'<br>'.join(c.replace('|', '/') for c in claims) or '-'} | {ok}/{len(fid)} | {wall} |"
+        )
+    return "\n".join(lines)

@@ -398,10 +398,12 @@ def run_job(
             job.stop()
             events = tb.request("events")["events"]
             nics = {ps.name: nic_bytes(tb, ps.name) for ps in net.pss()}
+            timings = dict(tb.timings)
     rows = job.iterations()
     _write(out, exp, rows, job, events)
     summary = summarize(exp, net, rows, job, model_bytes, verdict, complete, error)
     summary["predicted"] = predicted
+    summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
     summary["predicted_placement"] = placement_prediction(net, exp, width, model_bytes, summary.get("bytes_per_ps"))
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))

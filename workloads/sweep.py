@@ -181,6 +181,7 @@ def run_figure(
         for p, k in todo:
             (rep_dir(out, p, k) / "summary.json").unlink(missing_ok=True)
     notes: dict[str, str] = {}
+    ran = False
     t0 = time.monotonic()
     bar = tqdm(todo, desc=f"{name}", unit="run", disable=not progress)
     for point, k in bar:
@@ -193,10 +194,19 @@ def run_figure(
             continue
         bar.set_postfix_str(f"{point.id} rep{k}")
         exp = point_experiment(fig, point, quick)
+        ran = True
         try:
             run_job(exp, spec, source, d, progress=False, source=f"{FIGURES / name}.yaml#{point.id}")
         except RunError as err:  # keep going: the report marks the point as failed
             LOG.error("%s: %s", point.id, err)
     bar.close()
-    write_report(fig, out, points_to_run(fig, quick), reps, notes, wall_s=time.monotonic() - t0, quick=quick)
+    queued = sum(
+        json.loads((rep_dir(out, p, k) / "summary.json").read_text()).get("timings", {}).get("lock_wait_s", 0.0)
+        for p, k in todo
+        if (rep_dir(out, p, k) / "summary.json").exists()
+    )
+    wall = time.monotonic() - t0
+    if ran:  # a resume that only kept finished runs keeps the last sweep's time
+        (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))
+    write_report(fig, out, points_to_run(fig, quick), reps, notes, quick=quick)
     return out
