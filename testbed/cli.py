@@ -78,8 +78,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     from testbed.net import Testbed
 
     with Testbed(args.file) as tb:
-        print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; extra commands: circuits, ecs, fail, repair")
-        TestbedCLI(tb.mn, testbed=tb)
+        print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; control channel 127.0.0.1:{tb.channel_port}")
+        if args.cli:
+            print("Mininet CLI with extra commands: circuits, ecs, fail, repair")
+            TestbedCLI(tb.mn, testbed=tb)
+        else:
+            print("up; press Ctrl-C to tear it down")
+            signal.pause()
     return 0
 
 
@@ -201,8 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("file")
     k.add_argument("--iperf-seconds", type=float, default=3.0, help="length of the shaping probe (0 = skip)")
     k.set_defaults(func=cmd_check)
-    u = topo.add_parser("up", help="bring up and open Mininet's CLI")
+    u = topo.add_parser("up", help="bring up (and open Mininet's CLI with --cli)")
     u.add_argument("file")
+    u.add_argument("--cli", action="store_true", help="drop into Mininet's CLI (else stay up until Ctrl-C)")
     u.set_defaults(func=cmd_up)
     r = sub.add_parser("run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")

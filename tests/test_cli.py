@@ -99,3 +99,37 @@ def test_clean_removes_what_a_killed_run_left(no_leftovers):
     assert "bridge ecs1" in r.stdout and "controller process" in r.stdout
     hosts = subprocess.run(["pgrep", "-f", "mininet:"], capture_output=True, text=True).stdout.split()
     assert hosts == []  # ...and clean removes it all (no_leftovers checks bridges and controller)
+
+
+@pytest.mark.root
+def test_mininet_mn_builds_the_model_topology(no_leftovers):
+    """Mininet's own `mn` takes the Topo (one model): it builds every node and cable of the file."""
+    from testbed import registry
+
+    lock = registry.acquire_emulator(1800)  # `mn` knows nothing of the testbed's lock: take it here
+    try:
+        r = subprocess.run(
+            [
+                sys.executable,
+                "/usr/bin/mn",
+                "--custom",
+                "topologies/mininet_topo.py",
+                "--topo",
+                "model,topologies/psnet-1tor.yaml",
+                "--switch",
+                "ovs,datapath=user",
+                "--controller",
+                "none",
+                "--test",
+                "build",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+    finally:
+        registry.release_emulator(lock)
+    assert r.returncode == 0, r.stderr
+    assert "*** Adding hosts:\nps1_1 w1_1_1 w1_1_2" in r.stderr
+    assert "*** Adding links:\n(w1_1_1, ecs1) (w1_1_2, ecs1) (ecs1, t1_1)" in r.stderr

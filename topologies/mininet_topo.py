@@ -1,10 +1,11 @@
 """Mininet `Topo` built from the shared model: the same ports, MACs and DPIDs the controller uses.
 
-Also usable with Mininet's own CLI (userspace datapath and a controller must be named, since
-this kernel has no OVS module):
+Also usable with Mininet's own CLI, run by the venv's interpreter (the model needs its packages);
+the userspace datapath must be named, since this kernel has no OVS module:
 
-    mn --custom topologies/mininet_topo.py --topo model,topologies/psnet-testbed.yaml \\
-       --switch ovs,datapath=user,protocols=OpenFlow13 --controller remote
+    .venv/bin/python /usr/bin/mn --custom topologies/mininet_topo.py \\
+       --topo model,topologies/psnet-testbed.yaml --switch ovs,datapath=user,protocols=OpenFlow13 \\
+       --controller remote
 
 Links are plain veth pairs here; the testbed shapes every interface itself (HTB with an explicit
 quantum, see testbed/shaping.py), because Mininet's TCLink sets no quantum and ignores rates
