@@ -84,7 +84,7 @@ def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
     assert "**VGG-16: FatTree slower as r grows**: holds" in report
     # 2.82x is > 15% away from the paper's 1.89x: the report explains it with the model
     assert "**VGG-16: speed-up within 15% of the paper's 1.89x**: does NOT hold" in report
-    assert "the paper's 1.89x implies" in report
+    assert "the paper's 1.89x at this S/B implies" in report
 
 
 def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):

@@ -236,23 +236,31 @@ def claims_fig13(fig: Figure, rows: list[Row]) -> list[Claim]:
 def _explain_speedup(g: str, ps: Row, ft1: Row, ratio: float, paper: float) -> Claim:
     """Set our speed-up against the paper's; where they differ by > 15%, explain with the model."""
     off = abs(ratio - paper) / paper
+    claim = f"{g}: speed-up within 15% of the paper's {paper}x"
     pp, pf = ps.pred, ft1.pred
     if not (pp.get("t_comm_s") and pf.get("t_comm_s")):
-        return (f"{g}: speed-up within 15% of the paper's {paper}x", off <= 0.15, f"measured {ratio:.2f}x")
-    model_ratio = pf["bct_max_s"] / pp["bct_max_s"]
-    # non-communication time per step as measured: BCT minus the model's push + pull
-    x_ours = statistics.fmean([ps.bct - pp["t_comm_s"], ft1.bct - pf["t_comm_s"]])
+        return (claim, off <= 0.15, f"measured {ratio:.2f}x")
     cp, cf = pp["t_comm_s"], pf["t_comm_s"]
-    # the x that would make (cf + x) / (cp + x) equal the paper's ratio
-    x_paper = (cf - paper * cp) / (paper - 1) if paper > 1 else float("nan")
-    detail = (
-        f"measured {ratio:.2f}x, model {model_ratio:.2f}x (communication {cf:.2f} s vs {cp:.2f} s per step); "
-        f"our non-communication time per step {x_ours:.2f} s, the paper's {paper}x implies {x_paper:.2f} s "
-        f"at this S/B: their iterations carried much more compute and TF overhead than ours"
-        if off > 0.15
-        else f"measured {ratio:.2f}x, model {model_ratio:.2f}x"
-    )
-    return (f"{g}: speed-up within 15% of the paper's {paper}x", off <= 0.15, detail)
+    detail = f"measured {ratio:.2f}x; the paper's model (S/P per PS) gives {pf['bct_max_s'] / pp['bct_max_s']:.2f}x"
+    lp, lf = ps.placed, ft1.placed
+    if lp.get("t_comm_s") and lf.get("t_comm_s"):
+        cp, cf = lp["t_comm_s"], lf["t_comm_s"]
+        detail += (
+            f", with our measured PS byte split (largest PS {lf['largest_ps_share']:.0%}) "
+            f"{lf['bct_max_s'] / lp['bct_max_s']:.2f}x"
+        )
+    if off > 0.15:
+        # the rest of a step: measured BCT minus the modelled push + pull
+        x_ours = statistics.fmean([ps.bct - cp, ft1.bct - cf])
+        # the rest per step that would turn (cf + x) / (cp + x) into the paper's ratio
+        x_paper = (cf - paper * cp) / (paper - 1) if paper > 1 else float("nan")
+        detail += (
+            f". Communication per step is {cf:.2f} s (FatTree) vs {cp:.2f} s (PSNet), a {cf / cp:.1f}x "
+            f"ratio; the rest of our step (compute, PS update, TF overhead) is {x_ours:.2f} s, while the "
+            f"paper's {paper}x at this S/B implies {x_paper:.2f} s: their CPU workers computed far longer "
+            "per step than ours, which pulls the ratio toward 1"
+        )
+    return (claim, off <= 0.15, detail)
 
 
 def claims_fig10(fig: Figure, rows: list[Row]) -> list[Claim]:
