@@ -107,29 +107,37 @@ def test_mininet_mn_builds_the_model_topology(no_leftovers):
     from testbed import registry
 
     lock = registry.acquire_emulator(1800)  # `mn` knows nothing of the testbed's lock: take it here
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "/usr/bin/mn",
+            "--custom",
+            "topologies/mininet_topo.py",
+            "--topo",
+            "model,topologies/psnet-1tor.yaml",
+            "--switch",
+            "ovs,datapath=user",
+            "--controller",
+            "none",
+            "--test",
+            "none",
+        ],  # build, start, stop (no waiting for a controller)
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        r = subprocess.run(
-            [
-                sys.executable,
-                "/usr/bin/mn",
-                "--custom",
-                "topologies/mininet_topo.py",
-                "--topo",
-                "model,topologies/psnet-1tor.yaml",
-                "--switch",
-                "ovs,datapath=user",
-                "--controller",
-                "none",
-                "--test",
-                "build",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            cwd=ROOT,
-        )
+        _, err = p.communicate(timeout=120)
     finally:
+        if p.poll() is None:  # kill mn and the node shells it started, so the pipes close
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        for br in ("ecs1", "sn1", "t1_1"):  # mn cleans up only on success
+            subprocess.run(["ovs-vsctl", "--if-exists", "del-br", br], check=False)
         registry.release_emulator(lock)
-    assert r.returncode == 0, r.stderr
-    assert "*** Adding hosts:\nps1_1 w1_1_1 w1_1_2" in r.stderr
-    assert "*** Adding links:\n(w1_1_1, ecs1) (w1_1_2, ecs1) (ecs1, t1_1)" in r.stderr
+    assert p.returncode == 0, err
+    assert "*** Adding hosts:\nps1_1 w1_1_1 w1_1_2" in err
+    assert "(w1_1_1, ecs1) (w1_1_2, ecs1)" in err and "*** Stopping 3 switches" in err
