@@ -107,6 +107,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  BCT model     min {pred['bct_min_s']:.3f} s  max {pred['bct_max_s']:.3f} s  ({pred['equation']}; "
             f"T_push {pred['t_push_s']:.3f} s, T_compute {pred['t_compute_s']:.3f} s)"
         )
+    placed = s.get("predicted_placement") or {}
+    if placed.get("bct_max_s"):
+        print(
+            f"  with PS split min {placed['bct_min_s']:.3f} s  max {placed['bct_max_s']:.3f} s  (the busiest PS holds "
+            f"{placed['largest_ps_share']:.0%} of the bytes; the equations assume 1/P)"
+        )
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
     print(f"  results       {res.out_dir}")
