@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from testbed import measure
 from testbed.net import Testbed
-from topologies.model import Role
 
 SHAPING_RANGE = (0.90, 1.0)
 
@@ -130,8 +129,3 @@ def format_rows(rows: list[Row]) -> str:
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)) for row in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def roles_summary(tb: Testbed) -> str:
-    counts = {role.value: len(tb.model.by_role(role)) for role in Role if tb.model.by_role(role)}
-    return ", ".join(f"{v} {k}" for k, v in counts.items())

@@ -130,11 +130,10 @@ def _versions() -> dict[str, str]:
 class JobRun:
     """One job on a running testbed."""
 
-    def __init__(self, tb: Testbed, exp: ExperimentSpec, width: float, out_dir: Path) -> None:
+    def __init__(self, tb: Testbed, exp: ExperimentSpec, width: float) -> None:
         self.tb = tb
         self.exp = exp
         self.width = width
-        self.out_dir = out_dir
         self.procs: list[Proc] = []
         self.events: queue.Queue = queue.Queue()
 
@@ -210,7 +209,6 @@ class JobRun:
         workers = [p for p in self.procs if p.job == "worker"]
         total = self.exp.job.iterations + self.exp.job.warmup
         bar = tqdm(total=total, desc=f"{self.exp.name} steps", unit="step", disable=not progress, leave=False)
-        done = 0
         try:
             while not all(any(r["event"] == "done" for r in p.lines) for p in workers):
                 proc, rec = self._next(deadline)
@@ -225,7 +223,6 @@ class JobRun:
                     )
                 if rec["event"] == "iter" and proc.task == 0 and proc.job == "worker":
                     bar.update(1)
-                    done += 1
         finally:
             bar.close()
         return True
@@ -386,7 +383,7 @@ def run_job(
     complete, error, interrupted = False, "", False
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
-        job = JobRun(tb, exp, width, out)
+        job = JobRun(tb, exp, width)
         try:
             complete = job.run(progress)
         except RunError as err:
@@ -400,7 +397,7 @@ def run_job(
             nics = {ps.name: nic_bytes(tb, ps.name) for ps in net.pss()}
             timings = dict(tb.timings)
     rows = job.iterations()
-    _write(out, exp, rows, job, events)
+    _write(out, rows, job, events)
     summary = summarize(exp, net, rows, job, model_bytes, verdict, complete, error)
     summary["predicted"] = predicted
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
@@ -414,7 +411,7 @@ def run_job(
     return RunResult(exp.name, out, complete, summary)
 
 
-def _write(out: Path, exp: ExperimentSpec, rows: list[dict], job: JobRun, events: list[dict]) -> None:
+def _write(out: Path, rows: list[dict], job: JobRun, events: list[dict]) -> None:
     with (out / "iterations.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["host", "task", "step", "global_step", "t_start", "t_end", "bct_s"])
         w.writeheader()
