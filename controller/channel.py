@@ -69,7 +69,8 @@ class ChannelApp(app_manager.OSKenApp):
     """Loopback JSON-lines control channel: read circuits, reconfigure, fail/repair links.
 
     One request per line, one JSON reply per line. Ops: status, state, events, reconfigure
-    (worker, tor[, dark_ms]), link (a, b, up), log (event, fields).
+    (worker, tor[, dark_ms]), link (a, b, up[, dark_ms]), node (name, up[, dark_ms]: a switch or
+    host failing or repaired as a whole), log (event, fields).
     """
 
     _CONTEXTS = {"fabric": Fabric}
@@ -110,12 +111,14 @@ class ChannelApp(app_manager.OSKenApp):
             return {"ok": True, "events": list(fab.events)}
         if op == "log":
             return {"ok": True, "event": fab.log(req["event"], **req.get("fields", {}))}
-        if op == "reconfigure":
+        if op in ("reconfigure", "link", "node"):
             dark_ms = float(req.get("dark_ms", getattr(fab.net.spec, "dark_ms", 0.0)))
-            return self.reconfigure(req["worker"], req["tor"], dark_ms)
-        if op == "link":
-            return self.link(req["a"], req["b"], bool(req["up"]))
-        raise ValueError(f"unknown op {op!r}; ops: status, state, events, log, reconfigure, link")
+            if op == "reconfigure":
+                return self.reconfigure(req["worker"], req["tor"], dark_ms)
+            if op == "link":
+                return self.fail(("link", req["a"], req["b"]), bool(req["up"]), dark_ms)
+            return self.fail(("node", req["name"]), bool(req["up"]), dark_ms)
+        raise ValueError(f"unknown op {op!r}; ops: status, state, events, log, reconfigure, link, node")
 
     def reconfigure(self, worker: str, tor: str, dark_ms: float) -> dict:
         """The paper's sequence: TC computes, CCC programs the ECS, CNC reroutes the ToRs."""
@@ -124,22 +127,32 @@ class ChannelApp(app_manager.OSKenApp):
         fab.log("tc", worker=worker, tor=tor)
         with fab.lock:
             fab.reconfigure(worker, tor)
-            fab.recompute()
-        ecs = worker_link(fab.net, worker).b
-        fab.log("ccc", ecs=ecs, dark_ms=dark_ms)
-        fab.programmers[Role.ECS].switch_circuit(ecs, dark_ms)
-        fab.log("ecs", worker=worker, tor=tor)
-        changed = fab.programmers[Role.TOR].sync_all()
-        fab.log("cnc", switches=changed)
-        return {"ok": True, "ms": (time.time() - t0) * 1000, **fab.state()}
+        return self._program([worker_link(fab.net, worker).b], dark_ms, t0)
 
-    def link(self, a: str, b: str, up: bool) -> dict:
-        """Fail or repair the cables between a and b in the model and reroute around them."""
+    def fail(self, what: tuple[str, ...], up: bool, dark_ms: float) -> dict:
+        """Fail or repair the cables between two nodes, or a whole node, in the model; the TC
+        re-circuits the workers it cuts off (PSNet) and the CNC reroutes around it."""
         fab = self.fabric
         t0 = time.time()
-        keys = fab.set_link(a, b, up)
-        fab.log("link", a=a, b=b, up=up, links=len(keys))
+        if what[0] == "link":
+            keys = fab.set_link(what[1], what[2], up)
+            fab.log("link", a=what[1], b=what[2], up=up, links=len(keys))
+        else:
+            keys = fab.set_node(what[1], up)
+            fab.log("node", name=what[1], up=up, links=len(keys))
+        ecss = fab.repair()
+        if ecss:
+            fab.log("tc", recircuit=fab.state()["circuits"])
+        return self._program(ecss, dark_ms, t0)
+
+    def _program(self, ecss: list[str], dark_ms: float, t0: float) -> dict:
+        """Push the fabric's new state: changed ECSs through their dark period, then the routes."""
+        fab = self.fabric
         fab.recompute()
+        for ecs in ecss:
+            fab.log("ccc", ecs=ecs, dark_ms=dark_ms)
+            fab.programmers[Role.ECS].switch_circuit(ecs, dark_ms)
+            fab.log("ecs", ecs=ecs)
         changed = fab.programmers[Role.ECS].sync_all() + fab.programmers[Role.TOR].sync_all()
         fab.log("cnc", switches=changed)
-        return {"ok": True, "ms": (time.time() - t0) * 1000, **fab.state()}
+        return {"ok": True, "ms": (time.time() - t0) * 1000, "recircuited": ecss, **fab.state()}

@@ -19,6 +19,8 @@ class ECSApp(Programmer):
             want = self.fabric.desired.get(ecs, set())
             have = self.fabric.installed.get(ecs, set())
             keep = have & want
+            if keep == want == have:
+                return  # the circuits did not change (e.g. moved to the ToR it is on): nothing goes dark
             self.fabric.desired[ecs] = keep
         self.sync(ecs)  # old circuits gone: the worker is dark from here
         if dark_ms > 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 from os_ken import cfg
 
 from controller.routing import Flow, LinkKey, compute_paths, switch_flows
-from controller.tc import Circuits, deployment, initial_circuits, recircuit
+from controller.tc import Circuits, deployment, initial_circuits, recircuit, repair, worker_link
 from topologies.build import load_network
 from topologies.model import Network, Role
 
@@ -40,6 +40,7 @@ class Fabric:
         self.net = net or load_network(cfg.CONF.topology)
         self.lock = threading.RLock()
         self.circuits: Circuits = initial_circuits(self.net)
+        self.home: Circuits = dict(self.circuits)  # circuits chosen on purpose; failures move away from them
         self.down: set[LinkKey] = set()
         self.datapaths: dict[str, object] = {}  # switch name -> os-ken Datapath
         self.installed: dict[str, set[Flow]] = {}
@@ -76,13 +77,35 @@ class Fabric:
         """TC step: the circuit map with `worker` moved to `tor` (not yet programmed)."""
         with self.lock:
             self.circuits = recircuit(self.net, self.circuits, worker, tor, frozenset(self.down))
+            self.home[worker] = self.circuits[worker]
             return self.circuits
+
+    def repair(self) -> list[str]:
+        """TC step after a failure or repair: re-circuit the workers it broke (or heals); returns
+        the ECSs whose circuits changed (not yet programmed)."""
+        with self.lock:
+            new = repair(self.net, self.circuits, frozenset(self.down), self.home)
+            moved = [w for w in new if new[w].key != self.circuits[w].key]
+            self.circuits = new
+            return sorted({worker_link(self.net, w).b for w in moved})
 
     def set_link(self, a: str, b: str, up: bool) -> list[LinkKey]:
         """Mark every cable between a and b failed or repaired; returns the links touched."""
         keys = [ln.key for ln in self.net.links_between(a, b)]
         if not keys:
             raise ValueError(f"no link between {a} and {b}")
+        with self.lock:
+            if up:
+                self.down.difference_update(keys)
+            else:
+                self.down.update(keys)
+        return keys
+
+    def set_node(self, name: str, up: bool) -> list[LinkKey]:
+        """Fail or repair a whole node (switch or host): every cable of it."""
+        if name not in self.net.nodes:
+            raise ValueError(f"no node {name}")
+        keys = [ln.key for ln in self.net.links_of(name)]
         with self.lock:
             if up:
                 self.down.difference_update(keys)

@@ -90,3 +90,52 @@ def deployment(net: Network, circuits: Circuits) -> dict[int, list[int]]:
         tors = module_tors(net, m)
         out[m] = [sum(1 for ln in circuits.values() if ln.b == t) for t in tors]
     return out
+
+
+def tor_works(net: Network, tor: str, down: frozenset) -> bool:
+    """A ToR a worker can be circuited to: its cables to every live PS of its module are up (a PS
+    whose every cable is down has failed and does not count)."""
+    for ln in net.links_of(tor):
+        if ln.kind != "ps-tor" or ln.key not in down:
+            continue
+        ps = ln.other(tor)
+        if any(other.key not in down for other in net.links_of(ps)):
+            return False
+    return any(ln.key not in down for ln in slots(net, tor))
+
+
+def repair(net: Network, circuits: Circuits, down: frozenset, home: Circuits) -> Circuits:
+    """The TC's reaction to failed or repaired cables (Section 3.4: the ECS re-circuits a worker
+    whose ToR, ECS-ToR cable or ToR-PS cable failed to another ToR of its module).
+
+    Workers whose circuit is broken move, one by one, to the working ToR holding the fewest
+    workers. Workers away from their `home` circuit (the last one chosen on purpose: the file's
+    deployment or a `reconfigure`) go back to it once it works again. A worker whose own cable
+    to the ECS is down cannot be helped and keeps its circuit; with no working ToR left, the CNC
+    routes what it can.
+    """
+    out = dict(circuits)
+    used = {ln.key for ln in out.values()}
+    for w, slot in sorted(out.items()):
+        want = home.get(w)
+        if want is None or slot.key == want.key or want.key in down or want.key in used:
+            continue
+        if tor_works(net, want.b, down):
+            used.discard(slot.key)
+            used.add(want.key)
+            out[w] = want
+    for w, slot in sorted(out.items()):
+        if worker_link(net, w).key in down:
+            continue
+        if slot.key not in down and tor_works(net, slot.b, down):
+            continue
+        tors = [t for t in module_tors(net, net.nodes[w].module) if t != slot.b and tor_works(net, t, down)]
+        tors.sort(key=lambda t: (sum(1 for ln in out.values() if ln.b == t), t))
+        for t in tors:
+            free = [ln for ln in slots(net, t) if ln.key not in used and ln.key not in down]
+            if free:
+                used.discard(slot.key)
+                used.add(free[0].key)
+                out[w] = free[0]
+                break
+    return out

@@ -122,6 +122,22 @@ def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
     }
 
 
+#: TCP payload of a full segment at MTU 1500 (no options): converts retransmitted segments to bytes
+MSS_BYTES = 1448
+
+
+def tcp_retrans(tb: Testbed, hosts: list[str]) -> int:
+    """TCP segments retransmitted so far by `hosts` (RetransSegs of each namespace's
+    /proc/net/snmp). Every segment lost in the network, dropped at a down link, a dark circuit or
+    a full queue, is sent again, so the growth of this counter is the data the network dropped."""
+    total = 0
+    for h in hosts:
+        lines = [ln.split() for ln in tb.host(h).cmd("cat /proc/net/snmp").splitlines() if ln.startswith("Tcp:")]
+        if len(lines) == 2:
+            total += int(dict(zip(lines[0], lines[1], strict=True))["RetransSegs"])
+    return total
+
+
 @dataclass(frozen=True)
 class Rate:
     src: str

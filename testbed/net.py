@@ -345,21 +345,50 @@ class Testbed:
 
     def reconfigure(self, worker: str, tor: str, dark_ms: float | None = None) -> dict:
         """Move a worker's circuit to another ToR (TC -> CCC -> ECS -> CNC), then the PS routes."""
+        return self._apply(self._dark({"worker": worker, "tor": tor}, dark_ms), "reconfigure")
+
+    def set_link(self, a: str, b: str, up: bool, dark_ms: float | None = None) -> dict:
+        """Fail or repair the cables between a and b: interfaces down/up, then the controller
+        re-circuits (PSNet's TC, through the ECS dark period) and reroutes; then the hosts."""
+        assert self.mn
+        if not self.model.links_between(a, b):
+            raise ValueError(f"no link between {a} and {b}")
+        self.mn.configLinkStatus(a, b, "up" if up else "down")
+        return self._apply(self._dark({"a": a, "b": b, "up": up}, dark_ms), "link")
+
+    def set_node(self, name: str, up: bool, dark_ms: float | None = None) -> dict:
+        """Fail or repair a switch or host as a whole: every cable of it down/up, then as set_link."""
+        assert self.mn
+        if name not in self.model.nodes:
+            raise ValueError(f"no node {name}")
+        for other in sorted({ln.other(name) for ln in self.model.links_of(name)}):
+            self.mn.configLinkStatus(name, other, "up" if up else "down")
+        return self._apply(self._dark({"name": name, "up": up}, dark_ms), "node")
+
+    def set_rate(self, a: str, b: str, paper_mbps: float) -> float:
+        """Change the rate of the cables between a and b (both ends' HTB class); returns the
+        emulated Mbit/s. Paper-equivalent rates, as in topology files (the scale divides them)."""
+        assert self.mn
+        links = self.model.links_between(a, b)
+        if not links:
+            raise ValueError(f"no link between {a} and {b}")
+        mbps = self.model.spec.emulated(paper_mbps)
+        for ln in links:
+            for end in (ln.a, ln.b):
+                node = self.mn.get(end) if self.model.nodes[end].is_host else self.mn.switches[0]
+                run_all(node, [htb_cmds(ln.intf(end), mbps)[1]])  # the class line: rate and ceil
+        self.log("rate", a=a, b=b, paper_mbps=paper_mbps, mbps=round(mbps, 3))
+        return mbps
+
+    @staticmethod
+    def _dark(fields: dict, dark_ms: float | None) -> dict:
+        return fields if dark_ms is None else {**fields, "dark_ms": dark_ms}
+
+    def _apply(self, fields: dict, op: str) -> dict:
         t0 = time.monotonic()
-        fields: dict[str, object] = {"worker": worker, "tor": tor}
-        if dark_ms is not None:
-            fields["dark_ms"] = dark_ms
-        reply = self.request("reconfigure", **fields)
+        reply = self.request(op, **fields)
         changed = self.sync_host_routes()
         self.log("hosts", routes=changed, total_ms=round((time.monotonic() - t0) * 1000, 2))
-        return reply
-
-    def set_link(self, a: str, b: str, up: bool) -> dict:
-        """Fail or repair the cables between a and b: interfaces down/up, then reroute."""
-        assert self.mn
-        self.mn.configLinkStatus(a, b, "up" if up else "down")
-        reply = self.request("link", a=a, b=b, up=up)
-        self.sync_host_routes()
         return reply
 
     def host(self, name: str):

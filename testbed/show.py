@@ -21,11 +21,13 @@ _LAYER = {
     Role.ECS: 3,
     Role.WORKER: 4,
     Role.IDLE: 4,
+    Role.STANDBY: 1,
 }
 _COLOR = {
     Role.WORKER: "tab:green",
     Role.PS: "tab:red",
     Role.IDLE: "lightgray",
+    Role.STANDBY: "pink",
     Role.ECS: "tab:purple",
     Role.TOR: "tab:blue",
     Role.SUPERNODE: "tab:orange",
@@ -84,7 +86,8 @@ def draw(net: Network, path: Path) -> Path:
     g = nx.Graph()
     mult: Counter = Counter()
     for n in net.nodes.values():  # a PSNet PS hangs below its ToRs; elsewhere PSs are plain hosts
-        layer = 3 if n.role == Role.PS and net.kind == "psnet" else 4 if n.role == Role.PS else _LAYER[n.role]
+        ps_like = n.role in (Role.PS, Role.STANDBY)
+        layer = 3 if ps_like and net.kind == "psnet" else 4 if ps_like else _LAYER[n.role]
         g.add_node(n.name, layer=layer)
     for ln in net.links:
         g.add_edge(ln.a, ln.b)

@@ -38,15 +38,27 @@ def test_ecs_reconfiguration_moves_traffic_to_new_tor(psnet):
     assert seq[:5] == ["tc", "ccc", "ecs", "cnc", "hosts"]
 
 
-def test_failed_tor_ps_link_is_routed_around(psnet):
+def test_failed_tor_ps_link_recircuits_the_tors_workers(psnet):
+    """Section 3.4: the TC moves the workers of a ToR that lost a PS cable to working ToRs (the
+    least loaded first), the ECS re-circuits them; repaired, they go home."""
     tb = psnet
-    w, ps = "w1_1_1", "ps1_1"
-    tb.set_link("t1_1", ps, up=False)
-    assert all(measure.reachable(tb, [(w, ps), (ps, w)]).values())
-    got = measure.measured_switches(tb, w, ps)
-    assert "sn1" in got and "t1_1" in got  # up to the SuperNode and down to another ToR's PS NIC
-    tb.set_link("t1_1", ps, up=True)
-    assert measure.measured_switches(tb, w, ps) == {"ecs1", "t1_1"}
+    before = tb.circuits()
+    moved = sorted(w for w, t in before.items() if t == "t1_1")
+    reply = tb.set_link("t1_1", "ps1_1", up=False)
+    assert reply["recircuited"] == ["ecs1"]
+    after = tb.circuits()
+    assert all(after[w] in ("t1_2", "t1_3") for w in moved)
+    assert sorted(reply["deployment"]["1"]) == [0, 3, 3]
+    assert {w: t for w, t in after.items() if w not in moved} == {w: t for w, t in before.items() if w not in moved}
+    pairs = [(w, p.name) for w in moved for p in tb.model.pss()]
+    assert all(measure.reachable(tb, pairs + [(b, a) for a, b in pairs]).values())
+    for w in moved:  # measured on the switches' counters: through the ECS and the new ToR only
+        assert measure.measured_switches(tb, w, "ps1_1") == {"ecs1", after[w]}
+    events = [e["event"] for e in tb.request("events")["events"] if e["event"] != "port"]  # OVS port status
+    assert events[events.index("link") :][:6] == ["link", "tc", "ccc", "ecs", "cnc", "hosts"]
+    tb.set_link("t1_1", "ps1_1", up=True)
+    assert tb.circuits() == before
+    assert measure.measured_switches(tb, moved[0], "ps1_1") == {"ecs1", "t1_1"}
 
 
 def test_fattree_failed_agg_link_is_routed_around(no_leftovers):

@@ -170,6 +170,29 @@ def test_sync_job_tiny_one_ps_two_workers(tmp_path):
 
 
 @pytest.mark.tf
+def test_restart_on_new_ps_addresses_resumes_from_the_last_checkpoint(tmp_path):
+    """A standby PS: the job restarted on other PS addresses continues from the chief's last
+    checkpoint; the steps after it are run again (iterations lost), nothing before it."""
+    ckpt = tmp_path / "ckpt"
+    common = ["--model", "tiny", "--checkpoint-dir", str(ckpt), "--deadline-s", str(JOB_BUDGET_S)]
+    with tasks(tmp_path) as launch:
+        _, first = launch.start_job("a-", 1, 2, *common, "--iterations", "3", "--checkpoint-every", "2")
+        wait_all(first, JOB_BUDGET_S)
+        saved = [e for e in first[0].events() if e["event"] == "checkpoint"]
+        assert [e["global_step"] for e in saved] == [2]  # step 3 is the last: not saved
+        assert not any(e["event"] == "checkpoint" for e in first[1].events())  # only the chief saves
+        _, second = launch.start_job("b-", 1, 2, *common, "--iterations", "5")
+        wait_all(second, JOB_BUDGET_S)
+    for w in second:
+        events = w.events()
+        assert w.proc.returncode == 0, f"{w.name}: {events}\n{w.stderr_tail()}"
+        assert only(events, "ready")["global_step"] == 2
+        assert [e["step"] for e in events if e["event"] == "iter"] == [3, 4, 5]
+        done = only(events, "done")
+        assert (done["start_step"], done["global_step"], done["steps"]) == (2, 5, 3)
+
+
+@pytest.mark.tf
 def test_balanced_placement_is_more_even_than_round_robin(tmp_path):
     width = 0.1
     args = ["--model", "vgg16", "--width", str(width), "--iterations", "1", "--deadline-s", str(JOB_BUDGET_S)]

@@ -19,6 +19,7 @@ def build_fattree(spec: FatTreeSpec) -> Network:
     k, half = spec.k, spec.k // 2
     up = spec.worker_mbps / spec.oversubscription
     ps_left = spec.ps if spec.ps is not None else 10**9
+    standby_left = spec.standby_ps
     tor_no = 0
     hosts: list[tuple[str, str, int]] = []  # (host, edge, ToR number) in ToR order
     for pod in range(spec.n_pods):
@@ -36,10 +37,12 @@ def build_fattree(spec: FatTreeSpec) -> Network:
             role = Role.WORKER
         elif ps_left > 0:
             role, ps_left = Role.PS, ps_left - 1
+        elif standby_left > 0:
+            role, standby_left = Role.STANDBY, standby_left - 1
         else:
             role = Role.IDLE
         h = net.add_node(Node(host, role, f"10.{pod}.{e}.{hid}", None, pod, tor))
-        rate = (spec.ps_mbps or spec.worker_mbps) if role == Role.PS else spec.worker_mbps
+        rate = (spec.ps_mbps or spec.worker_mbps) if role in (Role.PS, Role.STANDBY) else spec.worker_mbps
         ln = net.add_link(h.name, edge, rate, "host-tor")
         net.set_mac(h.name, ln.port_a, mac_for(h.ip))
     for pod in range(spec.n_pods):

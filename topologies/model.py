@@ -23,6 +23,7 @@ class Role(StrEnum):
     WORKER = "worker"
     PS = "ps"
     IDLE = "idle"  # a host that takes no part in the job (FatTree hosts beyond W + P)
+    STANDBY = "standby-ps"  # cabled as a PS, idle until it replaces a failed one
     ECS = "ecs"
     TOR = "tor"
     SUPERNODE = "supernode"
@@ -31,7 +32,7 @@ class Role(StrEnum):
     BSWITCH = "bcube-switch"
 
 
-HOST_ROLES = frozenset({Role.WORKER, Role.PS, Role.IDLE})
+HOST_ROLES = frozenset({Role.WORKER, Role.PS, Role.IDLE, Role.STANDBY})
 
 #: One byte per switch role in the DPID, so DPIDs of different roles never collide.
 _DPID_ROLE = {Role.ECS: 1, Role.TOR: 2, Role.SUPERNODE: 3, Role.AGG: 4, Role.CORE: 5, Role.BSWITCH: 6}
@@ -167,6 +168,10 @@ class Network:
 
     def pss(self) -> list[Node]:
         return self.by_role(Role.PS)
+
+    def standbys(self) -> list[Node]:
+        """Standby PSs (topology field standby_ps), in the order they take over."""
+        return self.by_role(Role.STANDBY)
 
     def mac(self, host: str, port: int = 1) -> str:
         return self.macs[(host, port)]

@@ -69,8 +69,9 @@ def build_psnet(spec: PSNetSpec) -> Network:
                 net.add_link(ecs.name, t.name, bw, "ecs-tor")
         for t in tors:
             net.add_link(t.name, sn.name, uplink, "tor-supernode")
-        for p in range(1, spec.ps + 1):
-            ps = net.add_node(Node(f"ps{m}_{p}", Role.PS, f"10.{m}.0.{p}", None, m, p))
+        for p in range(1, spec.ps + spec.standby_ps + 1):
+            role = Role.PS if p <= spec.ps else Role.STANDBY
+            ps = net.add_node(Node(f"ps{m}_{p}", role, f"10.{m}.0.{p}", None, m, p))
             for t in tors:
                 ln = net.add_link(ps.name, t.name, spec.K * bw, "ps-tor")
                 net.set_mac(ps.name, ln.port_a, mac_for(ps.ip))

@@ -69,6 +69,7 @@ class PSNetSpec(_Base):
     uplink_mbps: float | None = Field(default=None, gt=0, description="ToR-SuperNode rate")
     inter_module_mbps: float | None = Field(default=None, gt=0, description="SuperNode links")
     dark_ms: float = Field(default=0.0, ge=0, description="ECS reconfiguration dark period")
+    standby_ps: int = Field(default=0, ge=0, description="standby PSs per module, cabled as PSs, idle until a PS fails")
 
     @model_validator(mode="after")
     def _shape(self) -> PSNetSpec:
@@ -171,6 +172,7 @@ class FatTreeSpec(_Base):
     workers: list[int] = Field(description="deployment worker(i,j,k,h): workers under each ToR")
     ps: int | None = Field(default=None, ge=1, description="P: PSs (default: all other hosts)")
     ps_mbps: float | None = Field(default=None, gt=0, description="B_s: PS link rate (default B_w)")
+    standby_ps: int = Field(default=0, ge=0, description="standby PSs: the next free hosts after the PSs")
     routing: Literal["hashed", "balanced"] = Field(
         default="hashed", description="ECMP path choice per (src, dst): hashed or least-loaded"
     )
@@ -198,6 +200,11 @@ class FatTreeSpec(_Base):
             raise ValueError(
                 f"ps: {self.ps or 1} PSs but only {free} hosts are left after the workers; "
                 "place fewer workers or build more pods"
+            )
+        if self.standby_ps and free < (self.ps or free) + self.standby_ps:
+            raise ValueError(
+                f"standby_ps: {self.standby_ps} standby PSs but only {free - (self.ps or free)} hosts are "
+                "left after the workers and PSs; set ps, place fewer workers or build more pods"
             )
         return self
 

@@ -14,6 +14,16 @@
 
 W and P are the topology's workers and PSs. The emulated job pushes S / scale bytes (the model's
 width is chosen to hit that), on links at B / scale, so S/B keeps the paper's value.
+
+Several jobs share one topology with `jobs:` instead of `job:`, each naming its own hosts:
+
+    jobs:
+      - {name: a, model: tiny, workers: [w1_1_1, w1_2_1], ps: [ps1_1]}
+      - {name: b, model: tiny, workers: [w1_3_1, w1_1_2], ps: [ps1_2]}
+
+`timeline:` and `random_failures:` (workloads.timeline) apply events while the job runs; a PS
+that fails is replaced by a standby PS of the topology (`standby_ps`), the job restarting from
+its last checkpoint (`checkpoint_every`).
 """
 
 from __future__ import annotations
@@ -22,10 +32,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
 from workloads.models import PAPER_BYTES
+from workloads.timeline import RandomFailures, TimelineEvent
 
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
 #: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes.
@@ -35,6 +46,10 @@ PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "t
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    name: str = Field(default="job", description="names the job's results when several share a topology")
+    workers: list[str] | None = Field(default=None, description="worker hosts (default: all the topology's)")
+    ps: list[str] | None = Field(default=None, description="PS hosts (default: all the topology's)")
+    checkpoint_every: int = Field(default=0, ge=0, description="the chief checkpoints every N steps (0: never)")
     model: Literal["vgg16", "resnet50", "resnet110", "tiny"] = Field(description="model architecture")
     batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
@@ -63,7 +78,36 @@ class ExperimentSpec(BaseModel):
         description="divides the model bytes further (not the rates): communication "
         "takes 1/compress of the paper's time, for sweeps that must fit a time budget",
     )
-    job: JobSpec
+    job: JobSpec | None = None
+    jobs: list[JobSpec] | None = Field(default=None, description="several jobs at once, each with its own hosts")
+    dark_ms: float | None = Field(default=None, ge=0, description="overrides the topology's ECS dark period")
+    timeline: list[TimelineEvent] = Field(default_factory=list, description="events applied while the job runs")
+    random_failures: RandomFailures | None = None
+
+    @model_validator(mode="after")
+    def _one_of_job_jobs(self) -> ExperimentSpec:
+        if (self.job is None) == (self.jobs is None):
+            raise ValueError("job: give either job (one job on all hosts) or jobs (a list, each naming its hosts)")
+        if self.jobs is not None:
+            names = [j.name for j in self.jobs]
+            if len(set(names)) != len(names):
+                raise ValueError(f"jobs: names must differ, got {names}; set name on each job")
+            if len(self.jobs) > 1 and any(j.workers is None or j.ps is None for j in self.jobs):
+                raise ValueError("jobs: each of several jobs needs its workers and ps host lists")
+            hosts = [h for j in self.jobs for h in (j.workers or []) + (j.ps or [])]
+            if len(set(hosts)) != len(hosts):
+                raise ValueError(f"jobs: a host is in two jobs ({sorted({h for h in hosts if hosts.count(h) > 1})})")
+        return self
+
+    @property
+    def all_jobs(self) -> list[JobSpec]:
+        """The jobs to run: `jobs`, or the single `job`."""
+        return list(self.jobs) if self.jobs is not None else [self.job]  # type: ignore[list-item]
+
+    @property
+    def main(self) -> JobSpec:
+        """The first job: the one `at_step` events and the figure statistics follow."""
+        return self.all_jobs[0]
 
 
 def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Path]:
@@ -86,6 +130,9 @@ def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Pat
     if not topo_path.exists():
         raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
     topo = load_spec(topo_path)
-    if exp.scale is not None:
-        topo = parse_spec({**topo.model_dump(), "scale": exp.scale}, str(topo_path))
+    overrides = {k: v for k, v in (("scale", exp.scale), ("dark_ms", exp.dark_ms)) if v is not None}
+    if "dark_ms" in overrides and topo.kind != "psnet":
+        raise TopologyError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
+    if overrides:
+        topo = parse_spec({**topo.model_dump(), **overrides}, str(topo_path))
     return exp, topo, topo_path

@@ -141,6 +141,8 @@ class JobConfig:
     learning_rate: float = 0.001
     deadline_s: float = 900.0
     grappler: bool = False
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
 
     def __post_init__(self) -> None:
         tasks = getattr(self.cluster, self.job, None) if self.job in JOBS else None
@@ -157,6 +159,8 @@ class JobConfig:
         for name in ("batch_size", "iterations", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if self.checkpoint_every < 0 or (self.checkpoint_every and not self.checkpoint_dir):
+            raise ValueError("--checkpoint-every needs --checkpoint-dir and must be >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="tiny", choices=sorted(models.MODELS), help="model (workers; default tiny)")
     p.add_argument("--width", type=float, default=1.0, help="channel/FC-width multiplier (default 1)")
     p.add_argument("--batch-size", type=int, default=1, help="samples per worker per step (default 1)")
-    p.add_argument("--iterations", type=int, default=10, help="training steps each worker runs (default 10)")
+    p.add_argument(
+        "--iterations", type=int, default=10, help="global step the job trains to (default 10; restored steps count)"
+    )
     p.add_argument("--placement", default="round-robin", choices=PLACEMENTS, help="variables over the PSs")
     p.add_argument("--seed", type=int, default=1, help="synthetic data seed; worker i uses seed + i (default 1)")
     p.add_argument("--threads", type=int, default=1, help="TF intra-op and inter-op threads each (default 1)")
@@ -184,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("on", "off"),
         help="TF's graph optimiser (default off: it slows start-up, not the steps; see the module docstring)",
     )
+    p.add_argument(
+        "--checkpoint-dir",
+        default="",
+        help="shared folder of the job's checkpoints: the chief restores the latest one at start (standby PS)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=0, help="the chief saves every N global steps (0: never)")
     return p
 
 
@@ -206,6 +218,8 @@ def parse_args(argv: list[str] | None = None) -> JobConfig:
             learning_rate=a.learning_rate,
             deadline_s=a.deadline_s,
             grappler=a.grappler == "on",
+            checkpoint_dir=a.checkpoint_dir,
+            checkpoint_every=a.checkpoint_every,
         )
     except ValueError as err:
         parser.error(str(err))
@@ -419,18 +433,26 @@ class FastWorkerSessionCreator:
         return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
 
 
-def _make_session(cfg: JobConfig, server: Any, graph: TrainGraph) -> Any:
+def _make_session(cfg: JobConfig, server: Any, graph: TrainGraph) -> tuple[Any, Any]:
+    """(MonitoredSession, Saver). The chief restores the latest checkpoint of --checkpoint-dir if
+    there is one (a restarted job, e.g. with a standby PS in place of a failed one). The saver is
+    sharded: each PS writes its own variables into the shared folder, so saving moves no bytes
+    over the emulated network."""
     import tensorflow as tf
 
-    scaffold = tf.compat.v1.train.Scaffold()
+    saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=2)
+    scaffold = tf.compat.v1.train.Scaffold(saver=saver)
     config = _session_config(cfg)
     if cfg.task == 0:
-        creator = tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold, master=server.target, config=config)
+        creator = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, master=server.target, config=config, checkpoint_dir=cfg.checkpoint_dir or None
+        )
     else:
         creator = FastWorkerSessionCreator(scaffold, server.target, config, max_wait_secs=cfg.deadline_s)
-    return tf.compat.v1.train.MonitoredSession(
+    sess = tf.compat.v1.train.MonitoredSession(
         session_creator=creator, hooks=[graph.sync_hook], stop_grace_period_secs=STOP_GRACE_S
     )
+    return sess, saver
 
 
 def _import_tensorflow(threads: int) -> Any:
@@ -443,6 +465,16 @@ def _import_tensorflow(threads: int) -> Any:
     return tf
 
 
+def _save_step(saver: Any, prefix: str, global_step: int) -> Callable[[Any], str]:
+    """A step_fn for MonitoredSession.run_step_fn: saves through the raw session (Saver.save
+    takes a tf.Session, not a MonitoredSession). TF requires the argument's name to be step_context."""
+
+    def step_fn(step_context: Any) -> str:
+        return saver.save(step_context.session, prefix, global_step)
+
+    return step_fn
+
+
 def run_ps(cfg: JobConfig, out: Emitter) -> None:
     """Serve variables until killed (server.join never returns)."""
     _import_tensorflow(cfg.threads)
@@ -453,8 +485,10 @@ def run_ps(cfg: JobConfig, out: Emitter) -> None:
 
 
 def run_worker(cfg: JobConfig, out: Emitter) -> None:
-    """Build, initialise (chief) or wait (others), train --iterations steps, summarise.
+    """Build, initialise or restore (chief) or wait (others), train to global step --iterations.
 
+    Steps are counted by global step, so a job restarted from a checkpoint at global step g runs
+    only the steps after g (the ones since the checkpoint are run again: the iterations lost).
     The session is closed only on an error. After the last step closing would just cancel the
     chief's queue-runner thread (blocked in take_grad for a step that never comes) after
     STOP_GRACE_S, and print that thread's traceback; there is nothing to save, and every worker
@@ -463,23 +497,34 @@ def run_worker(cfg: JobConfig, out: Emitter) -> None:
     _import_tensorflow(cfg.threads)
     server = _start_server(cfg)
     graph = build_train_graph(cfg)
-    sess = _make_session(cfg, server, graph)
+    sess, saver = _make_session(cfg, server, graph)
+    chief_saves = cfg.task == 0 and cfg.checkpoint_every > 0
+    if chief_saves:
+        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
     try:
+        start_step = int(sess.run(graph.global_step))
         now = time.time()
-        out.emit("ready", job="worker", task=cfg.task, t=now, startup_s=now - IMPORTED_UNIX_S)
-        for step in range(1, cfg.iterations + 1):
+        out.emit("ready", job="worker", task=cfg.task, t=now, startup_s=now - IMPORTED_UNIX_S, global_step=start_step)
+        step, local = start_step, 0
+        while step < cfg.iterations:
             t_start, start = time.time(), time.perf_counter()
-            token = sess.run(graph.train_op)
+            step = int(sess.run(graph.train_op))
             bct_s = time.perf_counter() - start
+            local += 1
             out.emit(
                 "iter",
                 task=cfg.task,
                 step=step,
-                global_step=int(token),
+                local_step=local,
+                global_step=step,
                 t_start=t_start,
                 t_end=time.time(),
                 bct_s=bct_s,
             )
+            if chief_saves and step % cfg.checkpoint_every == 0 and step < cfg.iterations:
+                t0 = time.perf_counter()
+                path = sess.run_step_fn(_save_step(saver, os.path.join(cfg.checkpoint_dir, "model.ckpt"), step))
+                out.emit("checkpoint", task=cfg.task, global_step=step, path=path, save_s=time.perf_counter() - t0)
         final_step = int(sess.run(graph.global_step))
     except BaseException:
         sess.close()
@@ -488,7 +533,8 @@ def run_worker(cfg: JobConfig, out: Emitter) -> None:
         "done",
         task=cfg.task,
         global_step=final_step,
-        steps=cfg.iterations,
+        steps=local,
+        start_step=start_step,
         model=cfg.model,
         width=cfg.width,
         model_bytes=sum(graph.bytes_per_ps.values()),
