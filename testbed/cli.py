@@ -113,10 +113,36 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  with PS split min {placed['bct_min_s']:.3f} s  max {placed['bct_max_s']:.3f} s  (the busiest PS holds "
             f"{placed['largest_ps_share']:.0%} of the bytes; the equations assume 1/P)"
         )
+    for name, js in (s.get("jobs") or {}).items():
+        jb = js["bct_s"]
+        print(f"  job {name:9s} W={js['workers']} P={js['ps']}: BCT mean {jb['mean']:.3f} s (n={jb['n']})")
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    if s.get("timeline"):
+        _print_timeline(s["timeline"])
     print(f"  results       {res.out_dir}")
     return 0
+
+
+def _num(v: float | None, fmt: str = ".2f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _print_timeline(tl: dict) -> None:
+    """The timeline's events with what each cost the job (workloads.timeline.recovery)."""
+    print(
+        "  timeline  t (s)  event                          applied (ms)  resume (s)  recovery (s)  slow steps  "
+        "extra (s)  steps lost  dropped (kB)"
+    )
+    for e in tl["events"]:
+        rec = "never" if e["recovery_s"] is None and e["slow_steps"] else _num(e["recovery_s"])
+        print(
+            f"  {e['t'] - tl['t0']:13.2f}  {e['action'] + ' ' + e['target']:30.30s} {e['took_ms']:12.0f} "
+            f"{_num(e['resume_s']):>11s} {rec:>13s} {_num(e['slow_steps'], 'd'):>11s} {_num(e['extra_s']):>10s} "
+            f"{_num(e.get('steps_lost'), 'd'):>11s} {e.get('dropped_bytes', 0) / 1e3:13.0f}"
+        )
+    for e in tl.get("not_applied", []):
+        print(f"  not applied (the job ended first): {e}")
 
 
 def cmd_bct(args: argparse.Namespace) -> int:

@@ -61,6 +61,36 @@ def test_failed_tor_ps_link_recircuits_the_tors_workers(psnet):
     assert measure.measured_switches(tb, moved[0], "ps1_1") == {"ecs1", "t1_1"}
 
 
+def test_failed_tor_switch_recircuits_and_repair_brings_workers_home(psnet):
+    tb = psnet
+    before = tb.circuits()
+    on_tor = sorted(w for w, t in before.items() if t == "t1_2")
+    reply = tb.set_node("t1_2", up=False)
+    after = tb.circuits()
+    assert on_tor and all(after[w] in ("t1_1", "t1_3") for w in on_tor)
+    assert reply["deployment"]["1"][1] == 0 and sum(reply["deployment"]["1"]) == 6
+    pairs = [(w, p.name) for w in on_tor for p in tb.model.pss()]
+    assert all(measure.reachable(tb, pairs + [(b, a) for a, b in pairs]).values())
+    tb.set_node("t1_2", up=True)
+    assert tb.circuits() == before
+    assert measure.measured_switches(tb, on_tor[0], "ps1_1") == {"ecs1", "t1_2"}
+
+
+def test_rate_change_is_shaped_and_survives_a_cable_bounce(psnet):
+    tb = psnet
+    w, ps = "w1_1_1", "ps1_1"
+    (full,) = measure.iperf(tb, [(w, ps)], seconds=3)
+    assert full.achieved_mbps > 0.9 * 100  # the worker's cable: 1000 Mbit/s paper, scale 10
+    assert tb.set_rate(w, "ecs1", 400) == pytest.approx(40)
+    (slow,) = measure.iperf(tb, [(w, ps)], seconds=3)
+    assert 0.85 * 40 < slow.achieved_mbps < 1.05 * 40
+    tb.set_link(w, "ecs1", up=False)
+    assert not any(measure.reachable(tb, [(w, ps)]).values())
+    tb.set_link(w, "ecs1", up=True)
+    (again,) = measure.iperf(tb, [(w, ps)], seconds=3)
+    assert 0.85 * 40 < again.achieved_mbps < 1.05 * 40  # the qdisc outlived the link going down
+
+
 def test_fattree_failed_agg_link_is_routed_around(no_leftovers):
     with Testbed(TOPO.format("fattree-testbed")) as tb:
         w, ps = tb.model.workers()[-1].name, tb.model.pss()[0].name

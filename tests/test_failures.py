@@ -115,7 +115,7 @@ def test_ecs_dark_period_shows_in_the_bct_timeline(tmp_path, no_leftovers):
 
 def test_failed_ps_without_standby_ends_the_run_clearly(tmp_path, no_leftovers):
     timeline = [{"at_step": 2, "action": "fail_ps", "node": "ps1_2"}]
-    with pytest.raises(RunError, match="ps1_2 .*no standby PS left: not recoverable; add standby_ps"):
+    with pytest.raises(RunError, match=r"ps1_2 .*no standby PS left: not recoverable; add standby_ps"):
         run(tmp_path, "psnet-ps", "psnet-testbed.yaml", timeline)
     assert no_job_processes() == [] and bridges() == []
     summary = json.loads((tmp_path / "results" / "psnet-ps" / "summary.json").read_text())

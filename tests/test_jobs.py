@@ -3,6 +3,7 @@ semantics, and the PSNet prototype's PS serving workers over all three NICs."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -61,9 +62,10 @@ def test_every_global_step_aggregates_all_workers(star_runs):
         s = run.summary
         steps = 4 + 1
         assert s["global_step"] == steps  # each global step took exactly W = 2 gradients
-        rows = (run.out_dir / "iterations.csv").read_text().splitlines()[1:]
+        with (run.out_dir / "iterations.csv").open() as f:
+            rows = list(csv.DictReader(f))
         assert len(rows) == 2 * steps
-        assert sorted({int(r.split(",")[2]) for r in rows}) == list(range(1, steps + 1))
+        assert sorted({int(r["step"]) for r in rows}) == list(range(1, steps + 1))
         manifest = json.loads((run.out_dir / "manifest.json").read_text())
         assert manifest["scale"] in (10, 20) and manifest["model_bytes_emulated"] == pytest.approx(
             s["model_bytes_emulated"]

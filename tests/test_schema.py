@@ -54,16 +54,37 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_seven():
+def test_shipped_files_are_the_documented_nine():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
+        "fattree-standby.yaml",
         "fattree-testbed.yaml",
         "psnet-1tor.yaml",
         "psnet-2modules.yaml",
         "psnet-4modules.yaml",
+        "psnet-standby.yaml",
         "psnet-testbed.yaml",
     ]
+
+
+def test_standby_ps_hosts_are_cabled_as_pss_and_not_in_the_job():
+    from topologies.build import load_network
+
+    psnet = load_network(TOPOLOGIES / "psnet-standby.yaml")
+    assert [n.name for n in psnet.pss()] == ["ps1_1", "ps1_2"]
+    assert [n.name for n in psnet.standbys()] == ["ps1_3"]
+    assert sorted(ln.kind for ln in psnet.links_of("ps1_3")) == ["ps-tor"] * 3  # a NIC on every ToR
+    assert all("ps1_3" not in pair for pair in psnet.intended_pairs())
+    fattree = load_network(TOPOLOGIES / "fattree-standby.yaml")
+    assert [n.name for n in fattree.standbys()] == ["h2_0_2"]
+    assert len(fattree.workers()) == 6 and [n.name for n in fattree.pss()] == ["h0_0_2", "h0_0_3"]
+
+
+def test_standby_ps_needs_a_free_fattree_host():
+    data = {"kind": "fattree", "k": 4, "pods": 2, "workers": [0, 2, 2, 2], "ps": 2, "standby_ps": 1}
+    with pytest.raises(TopologyError, match="standby_ps: 1 standby PSs but only 0 hosts"):
+        parse_spec({**data, "worker_mbps": 1000}, "x.yaml")
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -1,0 +1,204 @@
+"""`python -m testbed.bench_failures`: what each failure or reconfiguration costs a running job.
+
+The paper claims (Sections 3.1, 3.4, 6) that PSNet's ECS re-circuits workers around a failed
+cable or ToR, that a standby PS replaces a failed one, and that an ECS reconfiguration is fast
+enough to be transparent; it chose an ECS over an optical switch for its short dark period. This
+benchmark measures those claims on real TF jobs and puts FatTree beside them:
+
+- PSNet prototype + one standby PS (topologies/psnet-standby.yaml), once per ECS dark period
+  (0, 0.01, 1 and 10 ms: an ECS switches in micro-seconds, an optical switch in milli-seconds);
+- FatTree prototype + a standby PS in a third pod (topologies/fattree-standby.yaml).
+
+Each run is one VGG-16 job (BS 1, balanced placement, S/B 1/16 of the paper's so a step takes
+about a second on PSNet) with a timeline of every event type, one every GAP steps (`at_step`, so
+the events land inside the run at any machine speed): cable down and up, switch failure and
+repair, a worker moved to another ToR and back (PSNet), a cable's rate halved and restored, and
+finally a PS failure (the job restarts on the standby from its last checkpoint).
+
+Per event (workloads.timeline.recovery): the time the testbed took to apply it (controller,
+ECS dark period, host routes), recovery time (event -> BCT back within 10% of before), the BCT
+overhead (extra seconds over the slow steps), steps lost and the bytes TCP had to retransmit.
+Results: OUT/failures.json, OUT/failures.md, runs under OUT/failures-runs/. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from testbed.bench_bct import _terminate
+from testbed.bench_network import _f, _table, lock_wait_s, meta
+from workloads.runner import RunError, run_experiment
+
+LOG = logging.getLogger(__name__)
+TOP = Path(__file__).resolve().parent.parent
+DARK_MS = (0.0, 0.01, 1.0, 10.0)
+GAP = 5  # steps between events: enough to see the effect and the recovery
+QUICK_GAP = 3
+JOB = {"model": "vgg16", "batch_size": 1, "warmup": 1, "placement": "balanced", "checkpoint_every": 2}
+SCALE, COMPRESS = 40, 16
+
+#: (action, fields) of each run's events, in order; the last is always the PS failure
+PSNET_EVENTS: list[dict] = [
+    {"action": "link_down", "link": ["ps1_1", "t1_1"]},
+    {"action": "link_up", "link": ["ps1_1", "t1_1"]},
+    {"action": "fail_switch", "node": "t1_2"},
+    {"action": "repair_switch", "node": "t1_2"},
+    {"action": "reconfigure", "worker": "w1_1_1", "tor": "t1_3"},
+    {"action": "reconfigure", "worker": "w1_1_1", "tor": "t1_1"},
+    {"action": "set_rate", "link": ["ps1_1", "t1_1"], "mbps": 500},
+    {"action": "set_rate", "link": ["ps1_1", "t1_1"], "mbps": 1000},
+    {"action": "fail_ps", "node": "ps1_2"},
+]
+FATTREE_EVENTS: list[dict] = [
+    {"action": "link_down", "link": ["e0_0", "a0_2"]},
+    {"action": "link_up", "link": ["e0_0", "a0_2"]},
+    {"action": "fail_switch", "node": "a0_3"},
+    {"action": "repair_switch", "node": "a0_3"},
+    {"action": "set_rate", "link": ["e0_0", "a0_2"], "mbps": 500},
+    {"action": "set_rate", "link": ["e0_0", "a0_2"], "mbps": 1000},
+    {"action": "fail_ps", "node": "h0_0_2"},
+]
+
+
+def experiment(topology: str, events: list[dict], gap: int, dark_ms: float | None, folder: Path, name: str) -> Path:
+    """A temporary experiment file: the job and its events, one every `gap` steps."""
+    timeline = [{"at_step": gap * (i + 1), **e} for i, e in enumerate(events)]
+    data = {
+        "name": name,
+        "topology": str(TOP / "topologies" / f"{topology}.yaml"),
+        "scale": SCALE,
+        "compress": COMPRESS,
+        "job": {**JOB, "iterations": gap * (len(events) + 1), "deadline_s": 1200},
+        "timeline": timeline,
+    }
+    if dark_ms is not None:
+        data["dark_ms"] = dark_ms
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_one(topology: str, events: list[dict], gap: int, dark_ms: float | None, tmp: Path, runs: Path) -> dict:
+    name = f"{topology}" + (f"-dark{dark_ms:g}ms" if dark_ms is not None else "")
+    t0 = time.monotonic()
+    row: dict = {"topology": topology, "dark_ms": dark_ms, "run": name}
+    try:
+        res = run_experiment(experiment(topology, events, gap, dark_ms, tmp, name), runs, progress=False)
+        s = res.summary
+    except RunError as err:
+        row["error"] = str(err)
+        s = json.loads((runs / name / "summary.json").read_text()) if (runs / name / "summary.json").exists() else {}
+    row["wall_s"] = time.monotonic() - t0
+    row["complete"] = bool(s.get("complete"))
+    row["bct_s"] = (s.get("bct_s") or {}).get("p50")
+    row["fidelity"] = (s.get("fidelity") or {}).get("faithful")
+    row["events"] = (s.get("timeline") or {}).get("events", [])
+    row["not_applied"] = (s.get("timeline") or {}).get("not_applied", [])
+    LOG.info(
+        "%s: %s in %.0f s, %d events",
+        name,
+        "complete" if row["complete"] else "FAILED",
+        row["wall_s"],
+        len(row["events"]),
+    )
+    return row
+
+
+def format_tables(rows: list[dict]) -> str:
+    """Per topology: one line per event type, each dark period a column group."""
+    parts = []
+    for topo in dict.fromkeys(r["topology"] for r in rows):
+        runs = [r for r in rows if r["topology"] == topo]
+        darks = [r["dark_ms"] for r in runs]
+        head = ["event"] + [
+            f"{'dark ' + format(d, 'g') + ' ms: ' if d is not None else ''}applied ms / recovery s / extra s / lost"
+            for d in darks
+        ]
+        actions = list(dict.fromkeys(f"{e['action']} {e['target']}" for r in runs for e in r["events"]))
+        table = []
+        for a in actions:
+            cells = [a]
+            for r in runs:
+                e = next((e for e in r["events"] if f"{e['action']} {e['target']}" == a), None)
+                if e is None:
+                    cells.append("-")
+                    continue
+                rec = "not back" if e["recovery_s"] is None and e["slow_steps"] else _f(e["recovery_s"])
+                lost = "-" if e.get("steps_lost") is None else str(e["steps_lost"])
+                cells.append(f"{e['took_ms']:.0f} / {rec} / {_f(e['extra_s'])} / {lost}")
+            table.append(cells)
+        base = " / ".join(f"{_f(r['bct_s'])} s" for r in runs)
+        faithful = " / ".join("yes" if r["fidelity"] else "no" for r in runs)
+        parts.append(f"### {topo} (median BCT {base}; faithful: {faithful})\n\n{_table(head, table)}")
+        for r in runs:
+            if r.get("error") or r["not_applied"]:
+                parts.append(f"- {r['run']}: {r.get('error', '')} not applied: {r['not_applied']}")
+    return "\n\n".join(parts)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_failures", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help=f"reduced run: dark 0 only, an event every {QUICK_GAP} steps")
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument("--dark-ms", type=float, nargs="+", help="PSNet dark periods (default 0 0.01 1 10)")
+    p.add_argument("--gap", type=int, help=f"steps between events (default {GAP})")
+    p.add_argument("--topology", choices=["psnet", "fattree"], action="append", help="run only these")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    signal.signal(signal.SIGTERM, _terminate)
+    out_dir = Path(args.out).resolve()
+    runs = out_dir / "failures-runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    gap = args.gap or (QUICK_GAP if args.quick else GAP)
+    darks = args.dark_ms or ([0.0] if args.quick else list(DARK_MS))
+    kinds = args.topology or ["psnet", "fattree"]
+    res: dict = {"meta": meta(args) | {"lock_wait_s_allowed": lock_wait_s(), "gap_steps": gap, "job": JOB}, "runs": []}
+    t0 = time.monotonic()
+    interrupted = False
+    with tempfile.TemporaryDirectory(prefix="psnet-bench-failures-") as tmp:
+        try:
+            if "psnet" in kinds:
+                for d in darks:
+                    res["runs"].append(run_one("psnet-standby", PSNET_EVENTS, gap, d, Path(tmp), runs))
+            if "fattree" in kinds:
+                res["runs"].append(run_one("fattree-standby", FATTREE_EVENTS, gap, None, Path(tmp), runs))
+        except KeyboardInterrupt:
+            interrupted = True
+            LOG.warning("interrupted: writing the %d runs measured so far", len(res["runs"]))
+    m = res["meta"]
+    m["wall_s"] = time.monotonic() - t0
+    m["interrupted"] = interrupted
+    table = format_tables(res["runs"])
+    (out_dir / "failures.json").write_text(json.dumps(res, indent=1))
+    mode = "quick" if args.quick else "full"
+    (out_dir / "failures.md").write_text(
+        f"# Failure and reconfiguration benchmark ({mode}{', interrupted' if interrupted else ''}, {m['started']}, "
+        f"commit {m['git_commit'][:10]}{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s)\n\n"
+        f"VGG-16, BS 1, scale {SCALE}, compress {COMPRESS}, an event every {gap} steps. Each cell: time to apply "
+        "the event (ms, dark period included) / recovery time (s, event -> BCT within 10% of before; 'not back' "
+        "while the change lasts) / BCT overhead (s, extra time over the slow steps) / steps lost.\n\n"
+        f"{table}\n"
+    )
+    print(table)
+    print(f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / 'failures.json'}, {out_dir / 'failures.md'}")
+    return 130 if interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
