@@ -159,3 +159,19 @@ def test_two_jobs_share_the_topology(tmp_path, no_leftovers):
     assert r.summary["jobs"]["a"]["bytes_per_ps"].keys() == {"/job:ps/task:0"}
     nic = r.summary["ps_nic_bytes"]
     assert set(nic) == {"ps1_1", "ps1_2"} and all(sum(d["rx"] for d in v.values()) > 0 for v in nic.values())
+
+
+def test_random_failures_are_drawn_applied_and_repaired(tmp_path, no_leftovers):
+    rf = {"k": 1, "every_s": 3, "count": 2, "seed": 5, "kinds": ["ps-tor"]}
+    job = {**JOB, "iterations": 12}
+    r = run(tmp_path, "psnet-random", "psnet-testbed.yaml", [], random_failures=rf, job=job)
+    assert r.complete and steps(r.out_dir) == [(0, k) for k in range(1, 14)]
+    tl = r.summary["timeline"]
+    assert tl["not_applied"] == []
+    applied = [(e["action"], e["target"]) for e in tl["events"]]
+    assert [a for a, _ in applied] == ["link_down", "link_up", "link_down", "link_up"]
+    assert applied[0][1] == applied[1][1] and applied[2][1] == applied[3][1]  # each failure repaired a round later
+    starts = [e["t"] - tl["t0"] for e in tl["events"]]
+    assert starts[0] == pytest.approx(0, abs=1.0) and starts[2] == pytest.approx(3, abs=1.0)
+    ctl = [e for e in controller_events(r.out_dir) if e["event"] == "link"]
+    assert [e["up"] for e in ctl] == [False, True, False, True]

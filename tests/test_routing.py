@@ -20,7 +20,7 @@ from controller.routing import (
     switch_flows,
     taken_path,
 )
-from controller.tc import CircuitError, deployment, initial_circuits, recircuit, slots, worker_link
+from controller.tc import CircuitError, deployment, initial_circuits, recircuit, repair, slots, tor_works, worker_link
 from topologies.build import build_network, load_network
 from topologies.model import Network, Role
 from topologies.schema import parse_spec
@@ -114,6 +114,43 @@ def test_recircuit_moves_one_worker(testbed):
     assert moved["w1_1_1"] == slots(testbed, "t1_3")[2]  # first free slot: ports 1, 2 are taken
     assert {w: ln for w, ln in moved.items() if w != "w1_1_1"} == {w: ln for w, ln in circuits.items() if w != "w1_1_1"}
     assert deployment(testbed, circuits) == {1: [2, 2, 2]}  # the old map is left untouched
+
+
+def cables(net: Network, a: str, b: str) -> frozenset:
+    return frozenset(ln.key for ln in net.links_between(a, b))
+
+
+def test_repair_moves_the_workers_of_a_tor_that_lost_a_ps_cable(testbed):
+    home = initial_circuits(testbed)
+    down = cables(testbed, "ps1_1", "t1_1")
+    assert not tor_works(testbed, "t1_1", down) and tor_works(testbed, "t1_2", down)
+    moved = repair(testbed, home, down, home)
+    assert deployment(testbed, moved) == {1: [0, 3, 3]}  # least loaded first: one to each other ToR
+    assert len({ln.key for ln in moved.values()}) == 6  # distinct slots
+    assert repair(testbed, moved, frozenset(), home) == home  # repaired: everyone goes home
+
+
+def test_repair_moves_the_workers_of_a_failed_tor_or_ecs_cable(testbed):
+    home = initial_circuits(testbed)
+    tor_down = frozenset(ln.key for ln in testbed.links_of("t1_2"))
+    assert deployment(testbed, repair(testbed, home, tor_down, home)) == {1: [3, 0, 3]}
+    ecs_cables = cables(testbed, "ecs1", "t1_3")
+    assert deployment(testbed, repair(testbed, home, ecs_cables, home)) == {1: [3, 3, 0]}
+
+
+def test_repair_ignores_a_failed_ps_and_a_worker_cut_off_at_its_own_cable(testbed):
+    home = initial_circuits(testbed)
+    dead_ps = frozenset(ln.key for ln in testbed.links_of("ps1_2"))
+    assert repair(testbed, home, dead_ps, home) == home  # a dead PS is no ToR's fault
+    own = frozenset({worker_link(testbed, "w1_1_1").key})
+    assert repair(testbed, home, own, home) == home
+
+
+def test_repair_keeps_circuits_when_no_tor_works(testbed):
+    home = initial_circuits(testbed)
+    down = cables(testbed, "ps1_1", "t1_1") | cables(testbed, "ps1_1", "t1_2") | cables(testbed, "ps1_2", "t1_3")
+    assert not any(tor_works(testbed, t, down) for t in ("t1_1", "t1_2", "t1_3"))
+    assert repair(testbed, home, down, home) == home  # nowhere better to go: the CNC routes what it can
 
 
 def test_recircuit_skips_a_failed_slot(testbed):

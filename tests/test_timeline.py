@@ -223,6 +223,18 @@ def test_persistent_slowdown_has_no_recovery_but_a_level():
     assert m["after_ratio"] == pytest.approx(1.5)  # documented: the slow run's level when never recovered
 
 
+def test_a_restart_outage_counts_as_one_long_step():
+    """A job restarted on a standby PS: no step for 10 s, then normal BCTs; the outage is the
+    first restarted step's duration (time since the last step before the failure ended)."""
+    before = _series([1.0] * 5)  # ends at 1..5
+    after = [Step("j", k, t, t + 1.0, 1.0, attempt=1) for k, t in ((5, 15.0), (6, 16.0), (7, 17.0))]
+    [m] = recovery(before + after, [Applied(t=5.2, action="fail_ps", target="ps1_2")])
+    assert m["resume_s"] == pytest.approx(16.0 - 5.2)
+    assert m["recovery_s"] == pytest.approx(16.0 - 5.2) and m["slow_steps"] == 1
+    assert m["extra_s"] == pytest.approx(11.0 - 1.0)  # 16 - 5 = 11 s for one step of 1 s
+    assert m["after_ratio"] == pytest.approx(1.0)
+
+
 def test_event_without_effect_recovers_at_once():
     steps = _series([1.0] * 5 + [1.05, 0.98, 1.0])
     [m] = recovery(steps, [Applied(t=5.0, action="set_rate", target="a-b @ 900 Mbit/s")])

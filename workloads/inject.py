@@ -50,6 +50,17 @@ def candidates(net: Network, rf: RandomFailures) -> dict[str, list]:
     return {"links": links, "switches": switches}
 
 
+def plan_timeline(net: Network, events: list[TimelineEvent], rf: RandomFailures | None, source: str) -> list:
+    """The concrete events of a run (random rounds drawn), checked against the topology before
+    anything is built; a one-line TopologyError names what is wrong."""
+    try:
+        planned = expand(events, rf, candidates(net, rf) if rf else {})
+    except ValueError as err:
+        raise TopologyError(f"{source}: {err}") from None
+    check_timeline(net, events, source)
+    return planned
+
+
 def check_timeline(net: Network, events: list[TimelineEvent], source: str) -> None:
     """Every event names elements of this topology; a one-line TopologyError otherwise."""
     for i, e in enumerate(events):
@@ -85,10 +96,6 @@ class Injector:
     retrans: list[int] = field(default_factory=list)  # counter at each applied event, then at the end
     retrans_t0: int = 0
     _done: set[int] = field(default_factory=set)  # indices of events applied
-
-    @classmethod
-    def build(cls, tb: Testbed, events: list[TimelineEvent], rf: RandomFailures | None, **kw) -> Injector:
-        return cls(tb, expand(events, rf, candidates(tb.model, rf) if rf else {}), **kw)
 
     def start(self, t0: float) -> None:
         """t0 is here: `at_s` counts from now; the retransmission counter's baseline is taken."""

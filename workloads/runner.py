@@ -36,7 +36,7 @@ from topologies.build import build_network
 from topologies.model import Role
 from topologies.schema import TopologyError, TopologySpec
 from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
-from workloads.inject import Injector, Unrecoverable, check_timeline
+from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.timeline import plot, recovery, steps_from_rows, write_csv
 
 LOG = logging.getLogger(__name__)
@@ -415,7 +415,7 @@ def run_job(
     net = build_network(topo, topo_source)
     where = source or exp.name
     plan = resolve_jobs(exp, net, where)
-    check_timeline(net, exp.timeline, where)
+    planned = plan_timeline(net, exp.timeline, exp.random_failures, where)
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # a new job: nothing to restore from
@@ -446,10 +446,9 @@ def run_job(
         jobs = [
             JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name) for j, ps, workers in plan
         ]
-        injector = Injector.build(
+        injector = Injector(
             tb,
-            exp.timeline,
-            exp.random_failures,
+            planned,
             hosts=lambda: [h for jr in jobs for h in jr.ps + jr.workers],
             fail_ps=lambda host: _failover(jobs, tb.model, host),
         )

@@ -25,7 +25,7 @@ import csv
 import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -255,6 +255,11 @@ def recovery(
 ) -> list[dict]:
     """What each event cost the job: one dict per event (keys METRIC_KEYS, times in seconds).
 
+    A step's "BCT" here is its duration as the job sees it: its BCT, or the time since the
+    previous step ended when that is longer. The two differ only when the job stalled between
+    steps: a job restarted on a standby PS makes no progress while its processes start, and the
+    first step after the restart carries that whole outage.
+
     - baseline_s: median BCT of the last `baseline_steps` steps that ended before the event.
     - window: the steps ending after the event and no later than the next event with a larger t
       (events at the same t, such as a random round's repairs and failures, share one window).
@@ -275,9 +280,17 @@ def recovery(
     step in the window after the skipped one, resume_s, recovery_s and after_ratio are None: no
     progress was seen, so neither was a recovery.
     """
-    ordered = sorted(steps, key=lambda s: s.t_end)
+    ordered = _durations(steps)
     times = sorted({e.t for e in events})
     return [_one_event(ordered, e, _next_time(times, e.t), tolerance, baseline_steps) for e in events]
+
+
+def _durations(steps: Sequence[Step]) -> list[Step]:
+    """Steps sorted by end time, each with bct_s = max(its BCT, time since the previous step ended)."""
+    out: list[Step] = []
+    for s in sorted(steps, key=lambda s: s.t_end):
+        out.append(replace(s, bct_s=max(s.bct_s, s.t_end - out[-1].t_end)) if out else s)
+    return out
 
 
 def _next_time(times: Sequence[float], t: float) -> float:
