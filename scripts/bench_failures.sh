@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Failure and reconfiguration benchmark: real TF jobs (VGG-16) on the PSNet prototype with a
-# standby PS, once per ECS dark period (0, 0.01, 1, 10 ms), and on the FatTree prototype with a
+# standby PS, once per ECS dark period (0, 0.01, 1, 10, 100 ms), and on the FatTree prototype with a
 # standby PS; every event type in one timeline per run (cable down/up, switch failure/repair,
 # worker re-circuited, rate halved/restored, PS failure). Per event: time to apply, recovery time,
 # BCT overhead, steps lost; written to $out/failures.json and $out/failures.md. Run as root:
-#   sudo scripts/bench_failures.sh            (full, ~10 min)
+#   sudo scripts/bench_failures.sh            (full, ~15 min)
 #   sudo scripts/bench_failures.sh --quick    (reduced, ~4 min: dark 0 only, an event every 3 steps)
 # Extra arguments go to `python -m testbed.bench_failures` (see --help).
 set -euo pipefail

@@ -6,7 +6,7 @@ enough to be transparent; it chose an ECS over an optical switch for its short d
 benchmark measures those claims on real TF jobs and puts FatTree beside them:
 
 - PSNet prototype + one standby PS (topologies/psnet-standby.yaml), once per ECS dark period
-  (0, 0.01, 1 and 10 ms: an ECS switches in micro-seconds, an optical switch in milli-seconds);
+  (0, 0.01, 1, 10 and 100 ms: an ECS switches in micro-seconds, an optical switch in milli-seconds);
 - FatTree prototype + a standby PS in a third pod (topologies/fattree-standby.yaml).
 
 Each run is one VGG-16 job (BS 1, balanced placement, S/B 1/8 of the paper's so a step takes
@@ -42,7 +42,9 @@ from workloads.runner import RunError, run_experiment
 
 LOG = logging.getLogger(__name__)
 TOP = Path(__file__).resolve().parent.parent
-DARK_MS = (0.0, 0.01, 1.0, 10.0)
+#: ECS dark periods: none, an ECS's micro-seconds, and milli-seconds as optical circuit switches
+#: (100 ms: a MEMS optical switch, where the cost starts to show)
+DARK_MS = (0.0, 0.01, 1.0, 10.0, 100.0)
 GAP = 4  # steps between events: enough to see the effect and the recovery
 QUICK_GAP = 3
 JOB = {"model": "vgg16", "batch_size": 1, "warmup": 1, "placement": "balanced", "checkpoint_every": 2}
@@ -155,7 +157,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_failures", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help=f"reduced run: dark 0 only, an event every {QUICK_GAP} steps")
     p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
-    p.add_argument("--dark-ms", type=float, nargs="+", help="PSNet dark periods (default 0 0.01 1 10)")
+    p.add_argument("--dark-ms", type=float, nargs="+", help="PSNet dark periods (default 0 0.01 1 10 100)")
     p.add_argument("--gap", type=int, help=f"steps between events (default {GAP})")
     p.add_argument("--topology", choices=["psnet", "fattree"], action="append", help="run only these")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -8,8 +8,9 @@ re-circuiting PSNet workers through the ECS dark period, the CNC rerouting FatTr
 other equal-cost paths) are the ones under test. A failed PS is the job's business: its job
 restarts on a standby PS from its last checkpoint, or the run ends saying it cannot.
 
-Between events the injector snapshots the TCP retransmissions of every job host, so each event
-is charged with the data the network dropped in its window.
+At every event the injector reads the TCP retransmission counters of every host, so each event
+is charged with the data the network dropped in its window (beyond the rate of drops seen
+before the first event: a full queue drops some anyway).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from controller.channel import ChannelError
 from controller.tc import slots
 from testbed.measure import MSS_BYTES, tcp_retrans
 from testbed.net import Testbed
@@ -38,7 +40,8 @@ _SWITCH_ROLES = {"psnet": (Role.TOR, Role.SUPERNODE), "fattree": (Role.AGG, Role
 
 
 class Unrecoverable(RuntimeError):
-    """An event the job cannot survive (a PS failed and no standby is left); says what to change."""
+    """An event the run cannot go on after (a PS failed and no standby is left, the controller
+    refused a reconfiguration); the message says what to change."""
 
 
 def candidates(net: Network, rf: RandomFailures) -> dict[str, list]:
@@ -88,7 +91,7 @@ class Injector:
 
     tb: Testbed
     events: list[TimelineEvent]
-    hosts: Callable[[], list[str]]  # the job hosts now (a failover changes them)
+    hosts: list[str]  # where TCP retransmissions are counted: every host that may carry a job
     fail_ps: Callable[[str], str]  # the runner's PS failover: returns a detail line or raises Unrecoverable
     t0: float | None = None
     main_step: int = 0
@@ -100,7 +103,7 @@ class Injector:
     def start(self, t0: float) -> None:
         """t0 is here: `at_s` counts from now; the retransmission counter's baseline is taken."""
         self.t0 = t0
-        self.retrans_t0 = tcp_retrans(self.tb, self.hosts())
+        self.retrans_t0 = tcp_retrans(self.tb, self.hosts)
 
     def pending(self) -> list[TimelineEvent]:
         """Events not applied (yet; after the run: the job ended before they were due)."""
@@ -128,10 +131,13 @@ class Injector:
                 self.apply(e)
 
     def apply(self, e: TimelineEvent) -> Applied:
-        self.retrans.append(tcp_retrans(self.tb, self.hosts()))
+        self.retrans.append(tcp_retrans(self.tb, self.hosts))
         t = time.time()
         start = time.perf_counter()
-        detail = self._do(e)
+        try:
+            detail = self._do(e)
+        except (ChannelError, ValueError) as err:  # e.g. the TC has no free port on that ToR
+            raise Unrecoverable(f"timeline event {e.action} {e.target()} was refused: {err}") from None
         took = (time.perf_counter() - start) * 1000
         a = Applied(t, e.action, e.target(), round(took, 2), detail)
         self.applied.append(a)
@@ -155,11 +161,12 @@ class Injector:
         return self.fail_ps(e.node)  # type: ignore[arg-type]
 
     def finish(self) -> None:
-        self.retrans.append(tcp_retrans(self.tb, self.hosts()))
+        self.retrans.append(tcp_retrans(self.tb, self.hosts))
 
     def dropped(self) -> list[dict]:
-        """Per applied event: TCP segments retransmitted until the next event (or the end), with
-        the count expected at the rate seen before the first event (queues drop a little anyway)."""
+        """Per applied event: TCP segments retransmitted until the next event (or the end), the
+        count expected at the rate seen before the first event (full queues drop some anyway),
+        and the bytes dropped because of the event: the excess over that, x MSS."""
         out: list[dict] = []
         if len(self.retrans) < 2 or self.t0 is None:
             return out
@@ -168,13 +175,9 @@ class Injector:
         ends = [a.t for a in self.applied[1:]] + [time.time()]
         for i, a in enumerate(self.applied):
             segs = self.retrans[i + 1] - self.retrans[i]
-            out.append(
-                {
-                    "retrans_segs": segs,
-                    "dropped_bytes": segs * MSS_BYTES,
-                    "expected_segs": round(rate * (ends[i] - a.t)),
-                }
-            )
+            expected = round(rate * (ends[i] - a.t))
+            excess = max(0, segs - expected) * MSS_BYTES
+            out.append({"retrans_segs": segs, "expected_segs": expected, "dropped_bytes": excess})
         return out
 
 

@@ -449,7 +449,7 @@ def run_job(
         injector = Injector(
             tb,
             planned,
-            hosts=lambda: [h for jr in jobs for h in jr.ps + jr.workers],
+            hosts=[h.name for h in net.hosts()],
             fail_ps=lambda host: _failover(jobs, tb.model, host),
         )
         try:
