@@ -41,7 +41,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta
+from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta, setup_logging
 from topologies.schema import load_spec
 from workloads.runner import RunResult, run_experiment
 
@@ -526,9 +526,7 @@ def _terminate(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _terminate)
     out_dir = Path(args.out).resolve()
     runs_dir = out_dir / "bct-runs"

@@ -37,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from testbed.bench_bct import _terminate
-from testbed.bench_network import _f, _table, lock_wait_s, meta
+from testbed.bench_network import _f, _table, lock_wait_s, meta, setup_logging
 from workloads.runner import RunError, run_experiment
 
 LOG = logging.getLogger(__name__)
@@ -166,9 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(args.verbose)
     signal.signal(signal.SIGTERM, _terminate)
     out_dir = Path(args.out).resolve()
     runs = out_dir / "failures-runs"

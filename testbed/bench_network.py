@@ -165,6 +165,13 @@ def wait_reachable(tb, pairs: list[tuple[str, str]], cap_s: float, ping_wait_s: 
     return time.monotonic() - t0
 
 
+def setup_logging(verbose: bool) -> None:
+    """Timestamped log lines on stderr (a benchmark's progress), debug with -v."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
 def median(xs: list[float | None]) -> float | None:
     """Median of the values that were measured (None: not measured)."""
     xs = [x for x in xs if x is not None]
@@ -684,9 +691,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    setup_logging(args.verbose)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = set(args.only or ["bringup", "reconfig", "shaping"])

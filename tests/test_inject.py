@@ -42,6 +42,12 @@ def test_default_candidates_never_cut_a_worker_off(psnet, fattree):
     assert ("ps1_1", "t1_1") in ps["links"] and ("ecs1", "t1_1") in ps["links"]  # parallel cables once
 
 
+def test_bcube_candidates_are_its_cables_and_switches():
+    net = load_network(TOPOLOGIES / "bcube-4-1.yaml")
+    c = candidates(net, RandomFailures(k=1, every_s=5))
+    assert len(c["links"]) == len(net.links) and len(c["switches"]) == len(net.switches())
+
+
 def test_kinds_narrow_the_draw(psnet):
     c = candidates(psnet, RandomFailures(k=1, every_s=5, kinds=("ps-tor",)))
     assert len(c["links"]) == 6 and all(a.startswith("ps") for a, _ in c["links"])

@@ -31,12 +31,17 @@ from workloads.timeline import Applied, RandomFailures, TimelineEvent, expand
 LOG = logging.getLogger(__name__)
 
 #: default random-failure candidates: cables and switches whose loss leaves every worker a path
+#: (BCube servers have k+1 cables and relay, so one of them, or one switch, may go)
 _LINK_KINDS = {
     "psnet": ("ps-tor", "ecs-tor", "tor-supernode", "supernode"),
     "fattree": ("tor-agg", "agg-core"),
-    "bcube": ("bcube",),
+    "bcube": ("server-switch",),
 }
-_SWITCH_ROLES = {"psnet": (Role.TOR, Role.SUPERNODE), "fattree": (Role.AGG, Role.CORE), "bcube": ()}
+_SWITCH_ROLES = {
+    "psnet": (Role.TOR, Role.SUPERNODE),
+    "fattree": (Role.AGG, Role.CORE),
+    "bcube": (Role.BSWITCH,),
+}
 
 
 class Unrecoverable(RuntimeError):

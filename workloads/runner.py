@@ -1,14 +1,18 @@
-"""Run one experiment: network up, TF PS job inside the hosts, results written, all torn down.
+"""Run one experiment: network up, TF PS job(s) inside the hosts, results written, all torn down.
 
 Each PS task and each worker task is one `python -m workloads.psjob` process started inside its
 Mininet host (so it binds and talks on the emulated address). Their JSON lines are collected by
-reader threads; a progress bar follows the chief's steps. Any process that exits early, reports
-an error or outlives the deadline ends the run with a message naming the host and its last log
-lines; what was measured so far is written and marked incomplete.
+reader threads into one queue; the event loop feeds them to their jobs, follows the first job's
+chief with a progress bar and applies the experiment's timeline (workloads.inject) as it falls
+due. A PS failed by the timeline restarts its job on a standby PS from the last checkpoint (a
+new attempt; the old attempt's processes are killed and their lines ignored). Any other process
+that exits early, reports an error or outlives the deadline ends the run with a message naming
+the host and its last log lines; what was measured so far is written and marked incomplete.
 
 Results go to results/<name>/: iterations.csv (per worker and step), events.jsonl (every line of
-every process), summary.json (statistics, prediction, fidelity verdict) and manifest.json
-(topology, parameters, scale, seeds, versions).
+every process and the controller's events), summary.json (statistics, prediction, fidelity
+verdict, restarts, per-job summaries), manifest.json (topology, parameters, scale, seeds,
+versions) and, with a timeline or several jobs, timeline.csv, events.csv and timeline.png.
 """
 
 from __future__ import annotations

@@ -410,7 +410,8 @@ def plot(
         for a in attempts:
             seg = sorted((s for s in steps if s.attempt == a), key=lambda s: s.t_end)
             label = job if a == 0 else f"{job} (attempt {a})"
-            ax.plot([s.t_end - t0 for s in seg], [s.bct_s for s in seg], "o-", ms=3, color=f"C{i}", label=label)
+            style = "o-" if a == 0 else "s--"  # a restart (standby PS) draws on in another style
+            ax.plot([s.t_end - t0 for s in seg], [s.bct_s for s in seg], style, ms=3, color=f"C{i}", label=label)
     for t, labels in _event_labels(metrics).items():
         x = t - t0
         ax.axvline(x, color="0.3", ls="--", lw=0.8)
@@ -434,7 +435,7 @@ def plot(
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="lower right")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     out_dir = Path(out_dir)
