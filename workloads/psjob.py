@@ -15,12 +15,14 @@ each on its own emulated host):
 
 Output is JSON lines on stdout, flushed one by one (TF's own logging goes to stderr):
 
-    {"event": "ready", "job": "ps"|"worker", "task": i, "t": unix_s, "startup_s": s}
-    {"event": "iter", "task": i, "step": k, "global_step": g, "t_start": unix_s, "t_end": unix_s,
-     "bct_s": s}
+    {"event": "ready", "job": "ps"|"worker", "task": i, "t": unix_s, "startup_s": s[, "global_step": g0]}
+    {"event": "iter", "task": i, "step": g, "local_step": k, "global_step": g, "t_start": unix_s,
+     "t_end": unix_s, "bct_s": s}
+    {"event": "checkpoint", "task": 0, "global_step": g, "path": prefix, "save_s": s}
     {"event": "done", "task": i, "global_step": g, "steps": n, "model": name, "width": w,
      "model_bytes": bytes, "bytes_per_ps": {"/job:ps/task:0": bytes, ...},
-     "variables_per_ps": {"/job:ps/task:0": count, ...}, "global_step_device": "/job:ps/task:0",
+     "start_step": g0, "variables_per_ps": {"/job:ps/task:0": count, ...},
+     "global_step_device": "/job:ps/task:0",
      "placement": "round-robin"|"balanced", "batch_size": b, "seed": s, "t": unix_s}
     {"event": "error", "job": ..., "task": i, "reason": "deadline", "deadline_s": s, "t": unix_s}
     {"event": "error", "job": ..., "task": i, "reason": "Type: message", "trace": [last lines],
@@ -28,8 +30,11 @@ Output is JSON lines on stdout, flushed one by one (TF's own logging goes to std
 
 `global_step` in an iter line is the sync token this worker received: the global step after the
 update its gradient went into. With the token queue started empty (build_train_graph) the workers
-advance in lock step, so step k of every worker reports global step k and the final global step
-equals --iterations. `startup_s` counts from this module's import, before TensorFlow's.
+advance in lock step, so every worker reports global steps g0+1, g0+2, ... and the final global
+step equals --iterations; g0 is 0, or the step of the checkpoint a restarted job restored
+(--checkpoint-dir; the chief saves one every --checkpoint-every steps). `step` is the global
+step, `local_step` counts this process's steps. `startup_s` counts from this module's import,
+before TensorFlow's.
 
 Exit codes: 0 done, 1 an exception, 2 bad arguments (argparse), 3 deadline expired.
 
