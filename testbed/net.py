@@ -175,11 +175,17 @@ class Testbed:
             self.channel.close()
             self.channel = None
         if self.mn is not None:
+            for node in self.mn.hosts + self.mn.switches:
+                # a Ctrl-C/SIGTERM inside node.cmd() leaves the shell marked busy, and Mininet's
+                # stop() would then fail on its first command (ip link del) before any bridge
+                node.waiting = False
             try:
                 self.mn.stop()
             except Exception as err:  # keep tearing down the rest
-                LOG.warning("mininet stop: %s", err)
+                LOG.warning("mininet stop: %r", err)
             self.mn = None
+            # whatever Mininet could not remove: our bridges (start() refused if they existed)
+            registry.delete_bridges({n.name for n in self.model.switches()})
         if self.controller is not None:
             self.controller.kill()
             self.controller.wait()

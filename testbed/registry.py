@@ -86,6 +86,14 @@ def existing_bridges() -> list[str]:
     return _ovs("list-br").split()
 
 
+def delete_bridges(names: set[str]) -> list[str]:
+    """Delete those of `names` that exist as bridges; returns the ones deleted."""
+    gone = sorted(set(existing_bridges()) & names)
+    if gone:
+        _ovs(*[arg for b in gone for arg in ("--", "--if-exists", "del-br", b)])
+    return gone
+
+
 def tagged_bridges() -> dict[str, str]:
     """Bridges this testbed created: name -> run id."""
     out = _ovs("--format=json", "--columns=name,external_ids", "list", "Bridge")
