@@ -116,8 +116,8 @@ class ChannelApp(app_manager.OSKenApp):
             if op == "reconfigure":
                 return self.reconfigure(req["worker"], req["tor"], dark_ms)
             if op == "link":
-                return self.fail(("link", req["a"], req["b"]), bool(req["up"]), dark_ms)
-            return self.fail(("node", req["name"]), bool(req["up"]), dark_ms)
+                return self.link(req["a"], req["b"], bool(req["up"]), dark_ms)
+            return self.node(req["name"], bool(req["up"]), dark_ms)
         raise ValueError(f"unknown op {op!r}; ops: status, state, events, log, reconfigure, link, node")
 
     def reconfigure(self, worker: str, tor: str, dark_ms: float) -> dict:
@@ -129,17 +129,24 @@ class ChannelApp(app_manager.OSKenApp):
             fab.reconfigure(worker, tor)
         return self._program([worker_link(fab.net, worker).b], dark_ms, t0)
 
-    def fail(self, what: tuple[str, ...], up: bool, dark_ms: float) -> dict:
-        """Fail or repair the cables between two nodes, or a whole node, in the model; the TC
-        re-circuits the workers it cuts off (PSNet) and the CNC reroutes around it."""
-        fab = self.fabric
+    def link(self, a: str, b: str, up: bool, dark_ms: float) -> dict:
+        """Fail or repair the cables between a and b in the model, then react (see _react)."""
         t0 = time.time()
-        if what[0] == "link":
-            keys = fab.set_link(what[1], what[2], up)
-            fab.log("link", a=what[1], b=what[2], up=up, links=len(keys))
-        else:
-            keys = fab.set_node(what[1], up)
-            fab.log("node", name=what[1], up=up, links=len(keys))
+        keys = self.fabric.set_link(a, b, up)
+        self.fabric.log("link", a=a, b=b, up=up, links=len(keys))
+        return self._react(dark_ms, t0)
+
+    def node(self, name: str, up: bool, dark_ms: float) -> dict:
+        """Fail or repair every cable of a switch or host in the model, then react."""
+        t0 = time.time()
+        keys = self.fabric.set_node(name, up)
+        self.fabric.log("node", name=name, up=up, links=len(keys))
+        return self._react(dark_ms, t0)
+
+    def _react(self, dark_ms: float, t0: float) -> dict:
+        """After a failure or repair: the TC re-circuits the workers it cuts off or heals
+        (PSNet), the ECS goes through its dark period, the CNC reroutes around it."""
+        fab = self.fabric
         ecss = fab.repair()
         if ecss:
             fab.log("tc", recircuit=fab.state()["circuits"])

@@ -94,18 +94,15 @@ class Fabric:
         keys = [ln.key for ln in self.net.links_between(a, b)]
         if not keys:
             raise ValueError(f"no link between {a} and {b}")
-        with self.lock:
-            if up:
-                self.down.difference_update(keys)
-            else:
-                self.down.update(keys)
-        return keys
+        return self._mark(keys, up)
 
     def set_node(self, name: str, up: bool) -> list[LinkKey]:
         """Fail or repair a whole node (switch or host): every cable of it."""
         if name not in self.net.nodes:
             raise ValueError(f"no node {name}")
-        keys = [ln.key for ln in self.net.links_of(name)]
+        return self._mark([ln.key for ln in self.net.links_of(name)], up)
+
+    def _mark(self, keys: list[LinkKey], up: bool) -> list[LinkKey]:
         with self.lock:
             if up:
                 self.down.difference_update(keys)

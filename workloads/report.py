@@ -281,10 +281,18 @@ def claims_fig10(fig: Figure, rows: list[Row]) -> list[Claim]:
     return out
 
 
+def _measured_groups(rows: list[Row]) -> dict[str, list[Row]]:
+    """The rows with a measured BCT, by group, groups in figure order."""
+    out: dict[str, list[Row]] = {r.point.group: [] for r in rows}
+    for r in rows:
+        if r.bct:
+            out[r.point.group].append(r)
+    return out
+
+
 def claims_fig11(fig: Figure, rows: list[Row]) -> list[Claim]:
     out: list[Claim] = []
-    for g in dict.fromkeys(r.point.group for r in rows):
-        rs = [r for r in rows if r.point.group == g and r.bct]
+    for g, rs in _measured_groups(rows).items():
         if len(rs) > 1:
             best = min(rs, key=lambda r: r.bct)
             out.append(
@@ -299,8 +307,7 @@ def claims_fig11(fig: Figure, rows: list[Row]) -> list[Claim]:
 
 def claims_fig12(fig: Figure, rows: list[Row]) -> list[Claim]:
     out: list[Claim] = []
-    for g in dict.fromkeys(r.point.group for r in rows):
-        rs = [r for r in rows if r.point.group == g and r.bct]
+    for g, rs in _measured_groups(rows).items():
         if len(rs) > 1:
             lo, hi = min(r.bct for r in rs), max(r.bct for r in rs)
             out.append(
