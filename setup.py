@@ -8,7 +8,7 @@ setup(
     description="Mininet/OVS/os-ken testbed that measures batch completion time of "
     "parameter-server training on PSNet, FatTree and BCube",
     python_requires=">=3.11",
-    packages=["topologies", "controller", "workloads", "testbed"],
+    packages=["topologies", "controller", "emulation", "workloads", "testbed", "benchmarks"],
     package_data={"topologies": ["*.yaml"]},
     entry_points={"console_scripts": ["testbed = testbed.cli:main"]},
 )

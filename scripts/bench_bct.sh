@@ -5,7 +5,7 @@
 # written to $out/bct.json and $out/bct.md (run results under $out/bct-runs/). Run as root:
 #   sudo scripts/bench_bct.sh            (full, ~10 min)
 #   sudo scripts/bench_bct.sh --quick    (reduced, < 4 min: 50 Mbit/s only)
-# Extra arguments go to `python -m testbed.bench_bct` (see --help).
+# Extra arguments go to `python -m benchmarks.bct` (see --help).
 set -euo pipefail
 
 out=${OUT:-results/bench}               # output folder (bct.json, bct.md, bct-runs/)
@@ -15,4 +15,4 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/setup.sh
 export PSNET_LOCK_WAIT_S=$lock_wait_s
-exec .venv/bin/python -m testbed.bench_bct --out "$out" "$@"
+exec .venv/bin/python -m benchmarks.bct --out "$out" "$@"

@@ -6,7 +6,7 @@
 # BCT overhead, steps lost; written to $out/failures.json and $out/failures.md. Run as root:
 #   sudo scripts/bench_failures.sh            (full, ~15 min)
 #   sudo scripts/bench_failures.sh --quick    (reduced, ~4.5 min: dark 0 only, an event every 3 steps)
-# Extra arguments go to `python -m testbed.bench_failures` (see --help).
+# Extra arguments go to `python -m benchmarks.failures` (see --help).
 set -euo pipefail
 
 out=${OUT:-results/bench}               # output folder (failures.json, failures.md, failures-runs/)
@@ -16,4 +16,4 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/setup.sh
 export PSNET_LOCK_WAIT_S=$lock_wait_s
-exec .venv/bin/python -m testbed.bench_failures --out "$out" "$@"
+exec .venv/bin/python -m benchmarks.failures --out "$out" "$@"

@@ -4,7 +4,7 @@
 # written to $out/network.json and $out/network.md. Run as root:
 #   sudo scripts/bench_network.sh            (full, ~10 min)
 #   sudo scripts/bench_network.sh --quick    (reduced, < 2 min)
-# Extra arguments go to `python -m testbed.bench_network` (see --help).
+# Extra arguments go to `python -m benchmarks.network` (see --help).
 set -euo pipefail
 
 out=${OUT:-results/bench}          # output folder (network.json, network.md, raw/)
@@ -14,4 +14,4 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 bash scripts/setup.sh
 export PSNET_LOCK_WAIT_S=$lock_wait_s
-exec .venv/bin/python -m testbed.bench_network --out "$out" "$@"
+exec .venv/bin/python -m benchmarks.network --out "$out" "$@"

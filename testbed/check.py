@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed import measure
-from testbed.net import Testbed
+from emulation import measure
+from emulation.net import Testbed
 
 SHAPING_RANGE = (0.90, 1.0)
 

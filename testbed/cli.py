@@ -18,7 +18,7 @@ from pathlib import Path
 
 from controller.channel import ChannelError
 from controller.tc import CircuitError
-from testbed.runner import CommandError
+from emulation.hostcmd import CommandError
 from topologies.schema import TopologyError
 from workloads.runner import RunError
 
@@ -27,7 +27,7 @@ USER_ERRORS = (TopologyError, CircuitError, ChannelError, CommandError, FileNotF
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
-    from testbed import doctor
+    from emulation import doctor
 
     bad = 0
     for c in doctor.checks():
@@ -39,7 +39,7 @@ def cmd_doctor(_args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from testbed import registry
+    from emulation import registry
 
     removed = registry.clean(include_live=args.all)
     for r in removed:
@@ -62,8 +62,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from emulation.net import Testbed
     from testbed.check import format_rows, run_checks
-    from testbed.net import Testbed
 
     with Testbed(args.file) as tb:
         rows = run_checks(tb, iperf_s=args.iperf_seconds)
@@ -74,8 +74,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from emulation.net import Testbed
     from testbed.mncli import TestbedCLI
-    from testbed.net import Testbed
 
     with Testbed(args.file) as tb:
         print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; control channel 127.0.0.1:{tb.channel_port}")
@@ -178,16 +178,16 @@ def cmd_bct(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from workloads import sweep
-    from workloads.report import write_report
+    from testbed import figure, sweep
+    from testbed.report import write_report
 
-    names = sweep.figure_names() if args.figure == "all" else [args.figure]
+    names = figure.figure_names() if args.figure == "all" else [args.figure]
     for name in names:
         if args.report_only:
             from workloads.runner import repredict
 
-            fig = sweep.load_figure(name)
-            out = sweep.REPO / "results" / (f"{name}-quick" if args.quick else name)
+            fig = figure.load_figure(name)
+            out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)
             for summary in sorted(out.glob("points/*/rep*/summary.json")):
                 repredict(summary.parent)  # the model as the code has it now
             write_report(
@@ -201,9 +201,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if name == "fig13":
             print(speedup_table(out))
     if args.figure == "all":
-        from workloads.report import overview
+        from testbed.report import overview
 
-        print(overview(sweep.REPO / "results", names))
+        print(overview(figure.REPO / "results", names))
     return 0
 
 
@@ -270,10 +270,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _terminate(_sig: int, _frame: object) -> None:
-    raise KeyboardInterrupt  # so `with Testbed` unwinds and tears down on SIGTERM too
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our output
@@ -281,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    signal.signal(signal.SIGTERM, _terminate)
+    from emulation.net import unwind_on_sigterm
+
+    unwind_on_sigterm()  # so `with Testbed` unwinds and tears down on SIGTERM too
     try:
         return args.func(args)
     except USER_ERRORS as err:

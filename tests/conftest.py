@@ -12,7 +12,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def _emulation_problems() -> list[str]:
-    from testbed import doctor
+    from emulation import doctor
 
     return doctor.blocking_problems()
 

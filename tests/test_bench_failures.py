@@ -3,7 +3,7 @@ events name elements of its topologies, and its table says what each cell means.
 
 from __future__ import annotations
 
-from testbed import bench_failures as bench
+from benchmarks import failures as bench
 from topologies.build import build_network
 from workloads.experiment import load_experiment
 from workloads.inject import plan_timeline

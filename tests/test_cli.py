@@ -86,7 +86,7 @@ def test_sigterm_tears_down(no_leftovers):
 @pytest.mark.root
 def test_clean_removes_what_a_killed_run_left(no_leftovers):
     code = (
-        "from testbed.net import Testbed\nimport time\n"
+        "from emulation.net import Testbed\nimport time\n"
         "with Testbed('topologies/psnet-testbed.yaml'):\n    print('up', flush=True); time.sleep(600)\n"
     )
     p = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -104,7 +104,7 @@ def test_clean_removes_what_a_killed_run_left(no_leftovers):
 @pytest.mark.root
 def test_mininet_mn_builds_the_model_topology(no_leftovers):
     """Mininet's own `mn` takes the Topo (one model): it builds every node and cable of the file."""
-    from testbed import registry
+    from emulation import registry
 
     lock = registry.acquire_emulator(1800)  # `mn` knows nothing of the testbed's lock: take it here
     p = subprocess.Popen(

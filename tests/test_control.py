@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import measure
-from testbed.net import Testbed
+from emulation import measure
+from emulation.net import Testbed
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/{}.yaml"

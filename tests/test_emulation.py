@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import measure
+from emulation import measure
+from emulation.net import Testbed
 from testbed.check import check_ps_nics, check_shaping
-from testbed.net import Testbed
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/{}.yaml"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, tc_batch
+from emulation.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, tc_batch
 
 
 def argv(line: str) -> list[str]:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from workloads import sweep
-from workloads.report import write_report
+from testbed import figure, sweep
+from testbed.report import write_report
 
 
-@pytest.mark.parametrize("name", sweep.figure_names())
+@pytest.mark.parametrize("name", figure.figure_names())
 def test_every_figure_point_builds_within_budget(name):
-    fig = sweep.load_figure(name)
+    fig = figure.load_figure(name)
     assert fig.points and fig.quick and set(fig.quick.points) <= {p.id for p in fig.points}
     for p in fig.points:
         spec, _, note = sweep.point_topology(fig, p)
@@ -29,7 +29,7 @@ def test_every_figure_point_builds_within_budget(name):
 
 def test_unknown_figure_is_one_line():
     with pytest.raises(sweep.TopologyError, match="fig99: no such figure; figures: fig1, fig10"):
-        sweep.load_figure("fig99")
+        figure.load_figure("fig99")
 
 
 def fake_summary(bct: float, t_comm: float, faithful: bool = True, complete: bool = True) -> dict:
@@ -51,16 +51,16 @@ def fake_summary(bct: float, t_comm: float, faithful: bool = True, complete: boo
     }
 
 
-def seed_results(out: Path, fig: sweep.Figure, bcts: dict[str, tuple[float, float]]) -> None:
+def seed_results(out: Path, fig: figure.Figure, bcts: dict[str, tuple[float, float]]) -> None:
     for p in fig.points:
         if p.id in bcts:
-            d = sweep.rep_dir(out, p, 1)
+            d = figure.rep_dir(out, p, 1)
             d.mkdir(parents=True)
             (d / "summary.json").write_text(json.dumps(fake_summary(*bcts[p.id])))
 
 
 def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
-    fig = sweep.load_figure("fig13")
+    fig = figure.load_figure("fig13")
     # communication model: PSNet 2 s, FatTree 6/12/30 s per step; measured adds ~0.2 s
     bcts = {
         "psnet-vgg16": (2.2, 2.0),
@@ -88,10 +88,10 @@ def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
 
 
 def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):
-    fig = sweep.load_figure("fig10")
+    fig = figure.load_figure("fig10")
     out = tmp_path / "fig10"
     seed_results(out, fig, {"k1-vgg16": (4.0, 3.8), "k2-vgg16": (2.1, 1.9), "k3-vgg16": (2.05, 1.9)})
-    d = sweep.rep_dir(out, fig.points[3], 1)
+    d = figure.rep_dir(out, fig.points[3], 1)
     d.mkdir(parents=True)
     (d / "summary.json").write_text(json.dumps(fake_summary(0, 0, complete=False)))
     claims = write_report(fig, out, fig.points, 1, {})

@@ -8,7 +8,7 @@ the userspace datapath must be named, since this kernel has no OVS module:
        --controller remote
 
 Links are plain veth pairs here; the testbed shapes every interface itself (HTB with an explicit
-quantum, see testbed/shaping.py), because Mininet's TCLink sets no quantum and ignores rates
+quantum, see emulation/shaping.py), because Mininet's TCLink sets no quantum and ignores rates
 above 1000 Mbit/s silently.
 """
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from controller.channel import ChannelError
 from controller.tc import slots
-from testbed.measure import MSS_BYTES, tcp_retrans
-from testbed.net import Testbed
+from emulation.measure import MSS_BYTES, tcp_retrans
+from emulation.net import Testbed
 from topologies.model import Network, Role
 from topologies.schema import TopologyError
 from workloads.timeline import Applied, RandomFailures, TimelineEvent, expand

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from testbed.fidelity import Monitor
-from testbed.measure import nic_bytes
-from testbed.net import Testbed, clean_env
+from emulation.fidelity import Monitor
+from emulation.measure import nic_bytes
+from emulation.net import Testbed, clean_env
 from topologies.build import build_network
 from topologies.model import Role
 from topologies.schema import TopologyError, TopologySpec

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workloads.sweep import Figure, Point, rep_dir
+from testbed.figure import Figure, Point, rep_dir
 
 Claim = tuple[str, bool | None, str]  # (the paper's claim, holds?, the numbers)
 

@@ -1,4 +1,4 @@
-"""`python -m testbed.bench_network`: measure the emulated network against its targets.
+"""`python -m benchmarks.network`: measure the emulated network against its targets.
 
 Three figures, each printed with its target beside the measured value (nothing is asserted):
 
@@ -24,7 +24,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,10 +37,11 @@ from pathlib import Path
 import psutil
 import yaml
 
-from testbed import measure, registry
-from testbed.net import Testbed, make_mininet
-from testbed.runner import run_all
-from testbed.shaping import offload_cmd
+from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
+from emulation import measure, registry
+from emulation.hostcmd import run_all
+from emulation.net import Testbed, make_mininet
+from emulation.shaping import offload_cmd
 from topologies.build import load_network
 from topologies.model import Network
 from topologies.schema import FIDELITY_BUDGET_MBPS
@@ -136,11 +136,6 @@ print(json.dumps({"sent": seq, "errors": errors}), flush=True)
 
 
 # --- helpers shared by the figures -------------------------------------------------------------
-def lock_wait_s() -> float:
-    """PSNET_LOCK_WAIT_S: how long to queue for the emulator lock (0 = fail at once if busy)."""
-    return float(os.environ.get("PSNET_LOCK_WAIT_S", "0"))
-
-
 @dataclass
 class BareNet:
     """The two things `measure.reachable` needs (model, host) for a network built without Testbed."""
@@ -163,24 +158,6 @@ def wait_reachable(tb, pairs: list[tuple[str, str]], cap_s: float, ping_wait_s: 
             LOG.warning("%d pairs still unreachable after %.0f s, e.g. %s", len(left), cap_s, left[:3])
             return None
     return time.monotonic() - t0
-
-
-def setup_logging(verbose: bool) -> None:
-    """Timestamped log lines on stderr (a benchmark's progress), debug with -v."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
-def median(xs: list[float | None]) -> float | None:
-    """Median of the values that were measured (None: not measured)."""
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def maximum(xs: list[float | None]) -> float | None:
-    """Largest measured value (None: not measured)."""
-    return max((x for x in xs if x is not None), default=None)
 
 
 # --- 1. bring-up -------------------------------------------------------------------------------
@@ -538,16 +515,6 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
 
 
 # --- tables ------------------------------------------------------------------------------------
-def _f(x: float | None, fmt: str = ".2f", none: str = "-") -> str:
-    return none if x is None else format(x, fmt)
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def format_tables(res: dict) -> str:
     """The three figures as markdown tables, target beside measured."""
     parts = []
@@ -561,27 +528,27 @@ def format_tables(res: dict) -> str:
                     f"{r['hosts']}/{r['switches']}",
                     str(r["pairs"]),
                     str(r["reps"]),
-                    _f(r["start_s"]),
-                    _f(r["reach_s"]),
-                    _f(r["file_to_reachable_s"], none="not reached"),
+                    fmt(r["start_s"]),
+                    fmt(r["reach_s"]),
+                    fmt(r["file_to_reachable_s"], none="not reached"),
                     target,
-                    _f(r["teardown_s"]),
+                    fmt(r["teardown_s"]),
                 ]
             )
         if res.get("stp"):
             r = res["stp"]
-            reached = _f(r.get("file_to_reachable_s"), none=f"not within {r.get('capped_at_s', STP_CAP_S):g} s")
+            reached = fmt(r.get("file_to_reachable_s"), none=f"not within {r.get('capped_at_s', STP_CAP_S):g} s")
             rows.append(
                 [
                     r["topology"],
                     f"{r.get('hosts', '-')}/{r.get('switches', '-')}",
                     str(r.get("pairs", "-")),
                     "1",
-                    _f(r.get("start_s")),
-                    _f(r.get("reach_s")),
+                    fmt(r.get("start_s")),
+                    fmt(r.get("reach_s")),
                     reached,
                     "(comparison)",
-                    _f(r.get("teardown_s")),
+                    fmt(r.get("teardown_s")),
                 ]
             )
         head = [
@@ -595,18 +562,18 @@ def format_tables(res: dict) -> str:
             "target",
             "teardown (s)",
         ]
-        parts.append("### 1. Bring-up (median over reps)\n\n" + _table(head, rows))
+        parts.append("### 1. Bring-up (median over reps)\n\n" + md_table(head, rows))
     if res.get("reconfig"):
         rows = [
             [
-                _f(r["dark_ms"], "g"),
+                fmt(r["dark_ms"], "g"),
                 str(r["reps"]),
-                f"{_f(r['first_new_ms'], '.1f')} (max {_f(r['first_new_ms_max'], '.1f')})",
+                f"{fmt(r['first_new_ms'], '.1f')} (max {fmt(r['first_new_ms_max'], '.1f')})",
                 f"< {RECONFIG_TARGET_MS:g}",
-                _f(r["gap_ms"], ".1f"),
-                f"{_f(r['lost'], 'g')} (max {_f(r['lost_max'], 'g')})",
-                _f(r["call_ms"], ".1f"),
-                _f(r["controller_ms"], ".1f"),
+                fmt(r["gap_ms"], ".1f"),
+                f"{fmt(r['lost'], 'g')} (max {fmt(r['lost_max'], 'g')})",
+                fmt(r["call_ms"], ".1f"),
+                fmt(r["controller_ms"], ".1f"),
             ]
             for r in res["reconfig"]
         ]
@@ -624,21 +591,21 @@ def format_tables(res: dict) -> str:
             f"### 2. ECS reconfiguration ({RECONFIG_TOPOLOGY}, {RECONFIG_WORKER} -> {RECONFIG_PS}, "
             f"circuit t1_1 <-> {RECONFIG_OTHER_TOR}; medians)"
         )
-        parts.append(title + "\n\n" + _table(head, rows))
+        parts.append(title + "\n\n" + md_table(head, rows))
     if res.get("shaping"):
         rows = []
         for r in res["shaping"]:
             within = r["aggregate_mbps"] <= FIDELITY_BUDGET_MBPS
             rows.append(
                 [
-                    _f(r["rate_mbps"], "g"),
+                    fmt(r["rate_mbps"], "g"),
                     str(r["flows"]),
-                    _f(r["aggregate_mbps"], "g"),
+                    fmt(r["aggregate_mbps"], "g"),
                     f"{r['goodput_mean']:.1%} / {r['goodput_min']:.1%}",
                     f"{r['wire_mean']:.1%} / {r['wire_min']:.1%}",
                     f">= {FIDELITY_TARGET:.0%}" if within else f"- (> {FIDELITY_BUDGET_MBPS:g})",
-                    _f(r["ovs_cpu_pct"], ".0f"),
-                    _f(r["idle_pct"], ".0f"),
+                    fmt(r["ovs_cpu_pct"], ".0f"),
+                    fmt(r["idle_pct"], ".0f"),
                 ]
             )
         head = [
@@ -651,34 +618,11 @@ def format_tables(res: dict) -> str:
             "ovs-vswitchd CPU (% of a core)",
             "machine idle (%)",
         ]
-        parts.append("### 3. Shaping fidelity (iperf3 TCP, each flow its own bottleneck)\n\n" + _table(head, rows))
+        parts.append("### 3. Shaping fidelity (iperf3 TCP, each flow its own bottleneck)\n\n" + md_table(head, rows))
     return "\n\n".join(parts) + "\n"
 
 
 # --- entry point -------------------------------------------------------------------------------
-def meta(args: argparse.Namespace) -> dict:
-    """What produced these numbers: commit, versions, machine, arguments."""
-
-    def out(*argv: str) -> str:
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=TOP).stdout.strip()
-        except OSError:
-            return ""
-
-    return {
-        "git_commit": out("git", "rev-parse", "HEAD"),
-        "git_dirty": bool(out("git", "status", "--porcelain")),
-        "kernel": platform.release(),
-        "ovs": out("ovs-vswitchd", "--version").splitlines()[0] if out("ovs-vswitchd", "--version") else "",
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "args": vars(args),
-        # other work on the box spoils every figure here (2 cores): note how idle it was at the start
-        "idle_before_pct": psutil.cpu_times_percent(interval=2.0).idle,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_network", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="reduced run (< 2 min): prototypes only, no STP, fewer reps")

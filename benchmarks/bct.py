@@ -1,4 +1,4 @@
-"""`python -m testbed.bench_bct`: measured batch completion time (BCT) of real TF jobs against the model.
+"""`python -m benchmarks.bct`: measured batch completion time (BCT) of real TF jobs against the model.
 
 For the paper's two prototypes (topologies/psnet-testbed.yaml, topologies/fattree-testbed.yaml)
 at three worker link rates (emulated 25, 50 and 100 Mbit/s, i.e. scale = paper rate / emulated
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import tempfile
 import threading
@@ -41,7 +40,8 @@ from pathlib import Path
 import psutil
 import yaml
 
-from testbed.bench_network import _f, _table, lock_wait_s, maximum, median, meta, setup_logging
+from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
+from emulation.net import unwind_on_sigterm
 from topologies.schema import load_spec
 from workloads.runner import RunResult, run_experiment
 
@@ -431,17 +431,17 @@ def format_tables(rows: list[dict]) -> str:
                 r["topology"],
                 f"{r['rate_mbps']:g}",
                 f"{r['scale']:g}",
-                _f((r.get("model_bytes_emulated") or 0) / 1e6 or None),
+                fmt((r.get("model_bytes_emulated") or 0) / 1e6 or None),
                 str(pred.get("equation") or "-"),
                 f"{bct.get('n', 0)}",
                 measured,
-                _f(pred.get("bct_min_s")),
-                _f(pred.get("bct_max_s")),
-                _f(r["ratio_min"]),
-                _f(r["ratio_max"]),
+                fmt(pred.get("bct_min_s")),
+                fmt(pred.get("bct_max_s")),
+                fmt(r["ratio_min"]),
+                fmt(r["ratio_max"]),
                 target,
                 comm,
-                f"{_f(r.get('bct_max_placed_s'))} / {_f(r.get('ratio_max_placed'))}",
+                f"{fmt(r.get('bct_max_placed_s'))} / {fmt(r.get('ratio_max_placed'))}",
             ]
         )
         st, mem, cpu = r["startup"], r["rss_mb"], r.get("cpu") or {}
@@ -453,13 +453,13 @@ def format_tables(rows: list[dict]) -> str:
                 _pct(fid.get("ovs_cpu_p95")),
                 _pct(fid.get("idle_p5")),
                 _pct(fid.get("busiest_utilisation")) if fid.get("busiest_link") else "-",
-                f"{_f(st.get('all_median_s'), '.1f')} / {_f(st.get('all_max_s'), '.1f')}",
-                f"{_f(st.get('ps_max_s'), '.1f')} / {_f(st.get('worker_max_s'), '.1f')}",
-                f"{_f(mem.get('median'), '.0f')} / {_f(mem.get('max'), '.0f')} ({mem.get('processes', 0)})",
+                f"{fmt(st.get('all_median_s'), '.1f')} / {fmt(st.get('all_max_s'), '.1f')}",
+                f"{fmt(st.get('ps_max_s'), '.1f')} / {fmt(st.get('worker_max_s'), '.1f')}",
+                f"{fmt(mem.get('median'), '.0f')} / {fmt(mem.get('max'), '.0f')} ({mem.get('processes', 0)})",
                 _pct(r.get("largest_ps_share")),
-                f"{_f(cpu.get('ours_cores'))} / {_f(cpu.get('other_cores'))}",
-                _f(r.get("emulation_wall_s"), ".0f"),
-                _f(r.get("queued_s"), ".0f"),
+                f"{fmt(cpu.get('ours_cores'))} / {fmt(cpu.get('other_cores'))}",
+                fmt(r.get("emulation_wall_s"), ".0f"),
+                fmt(r.get("queued_s"), ".0f"),
             ]
         )
         label = f"{r['topology']} @ {r['rate_mbps']:g} Mbit/s"
@@ -498,8 +498,8 @@ def format_tables(rows: list[dict]) -> str:
         "emulation wall (s)",
         "queued (s)",
     ]
-    text = "### 1. BCT against the model (Eqs. 1-7)\n\n" + _table(head1, t1)
-    text += "\n\n### 2. Fidelity and TF processes\n\n" + _table(head2, t2)
+    text = "### 1. BCT against the model (Eqs. 1-7)\n\n" + md_table(head1, t1)
+    text += "\n\n### 2. Fidelity and TF processes\n\n" + md_table(head2, t2)
     if notes:
         text += "\n\n" + "\n".join(notes)
     return text + "\n"
@@ -520,14 +520,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt  # so run_experiment's `with Testbed` unwinds and tears down
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.verbose)
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_sigterm()
     out_dir = Path(args.out).resolve()
     runs_dir = out_dir / "bct-runs"
     runs_dir.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from controller.routing import path_links, path_nodes, taken_path
-from testbed.net import Testbed
-from testbed.runner import run
+from emulation.hostcmd import run
+from emulation.net import Testbed
 
 _FLOW_RE = re.compile(r"n_packets=(\d+).*?priority=(\d+)(?:,(\S*))? actions=(\S+)")
 

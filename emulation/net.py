@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,9 +31,9 @@ from mininet.node import OVSSwitch, RemoteController
 
 from controller.channel import Channel, ChannelError
 from controller.routing import HostRoute, compute_paths, host_routes
-from testbed import doctor, registry
-from testbed.runner import run_all
-from testbed.shaping import htb_cmds, offload_cmd, tc_batch
+from emulation import doctor, registry
+from emulation.hostcmd import run_all
+from emulation.shaping import htb_cmds, offload_cmd, tc_batch
 from topologies.build import load_network
 from topologies.mininet_topo import ModelTopo
 from topologies.model import Network
@@ -63,6 +64,16 @@ PROXY_VARS = (
     "ALL_PROXY",
     "NO_PROXY",
 )
+
+
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM raise KeyboardInterrupt in this process, so a `with Testbed` in flight unwinds
+    and tears everything down (the default SIGTERM action would leave bridges and shells behind)."""
+
+    def _raise(_sig: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _raise)
 
 
 class TestbedError(RuntimeError):

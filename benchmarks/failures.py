@@ -1,4 +1,4 @@
-"""`python -m testbed.bench_failures`: what each failure or reconfiguration costs a running job.
+"""`python -m benchmarks.failures`: what each failure or reconfiguration costs a running job.
 
 The paper claims (Sections 3.1, 3.4, 6) that PSNet's ECS re-circuits workers around a failed
 cable or ToR, that a standby PS replaces a failed one, and that an ECS reconfiguration is fast
@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 import tempfile
 import time
@@ -36,8 +35,8 @@ from pathlib import Path
 
 import yaml
 
-from testbed.bench_bct import _terminate
-from testbed.bench_network import _f, _table, lock_wait_s, meta, setup_logging
+from benchmarks.common import fmt, lock_wait_s, md_table, meta, setup_logging
+from emulation.net import unwind_on_sigterm
 from workloads.runner import RunError, run_experiment
 
 LOG = logging.getLogger(__name__)
@@ -130,7 +129,7 @@ def format_tables(rows: list[dict]) -> str:
             for d in darks
         ]
         actions = list(dict.fromkeys(f"{e['action']} {e['target']}" for r in runs for e in r["events"]))
-        table = []
+        lines = []
         for a in actions:
             cells = [a]
             for r in runs:
@@ -138,15 +137,15 @@ def format_tables(rows: list[dict]) -> str:
                 if e is None:
                     cells.append("-")
                     continue
-                rec = _f(e["recovery_s"])
+                rec = fmt(e["recovery_s"])
                 if e["recovery_s"] is None and e["slow_steps"]:
-                    rec = f"not back (x{_f(e['after_ratio'])})"
+                    rec = f"not back (x{fmt(e['after_ratio'])})"
                 lost = "-" if e.get("steps_lost") is None else str(e["steps_lost"])
-                cells.append(f"{e['took_ms']:.0f} / {rec} / {_f(e['extra_s'])} / {lost}")
-            table.append(cells)
-        base = " / ".join(f"{_f(r['bct_s'])} s" for r in runs)
+                cells.append(f"{e['took_ms']:.0f} / {rec} / {fmt(e['extra_s'])} / {lost}")
+            lines.append(cells)
+        base = " / ".join(f"{fmt(r['bct_s'])} s" for r in runs)
         faithful = " / ".join("yes" if r["fidelity"] else "no" for r in runs)
-        parts.append(f"### {topo} (median BCT {base}; faithful: {faithful})\n\n{_table(head, table)}")
+        parts.append(f"### {topo} (median BCT {base}; faithful: {faithful})\n\n{md_table(head, lines)}")
         for r in runs:
             if r.get("error") or r["not_applied"]:
                 parts.append(f"- {r['run']}: {r.get('error', '')} not applied: {r['not_applied']}")
@@ -167,7 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.verbose)
-    signal.signal(signal.SIGTERM, _terminate)
+    unwind_on_sigterm()
     out_dir = Path(args.out).resolve()
     runs = out_dir / "failures-runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -18,72 +18,16 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from testbed.figure import FIGURES, REPO, TOPOLOGIES, Figure, Point, load_figure, rep_dir
+from testbed.report import write_report
 from topologies.build import build_network
-from topologies.schema import FIDELITY_BUDGET_MBPS, TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+from topologies.schema import FIDELITY_BUDGET_MBPS, TopologyError, TopologySpec, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parent.parent
-FIGURES = REPO / "workloads" / "figures"
-TOPOLOGIES = REPO / "topologies"
 #: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
 BUDGET_HOPS = 3
-
-
-class Point(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    topology: str = Field(description="file in topologies/")
-    set: dict[str, Any] = Field(default_factory=dict, description="topology fields to override")
-    job: dict[str, Any] = Field(default_factory=dict, description="job fields over the defaults")
-    series: str = Field(default="", description="legend entry (line or bar colour)")
-    group: str = Field(default="", description="x group of a bar chart / panel of a line chart")
-    x: float | None = Field(default=None, description="x value of a line chart")
-
-
-class Quick(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    points: list[str]
-    job: dict[str, Any] = Field(default_factory=dict)
-    compress: float | None = None
-
-
-class Figure(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    figure: str
-    title: str
-    xlabel: str = ""
-    plot: str = Field(default="bars", description="bars | lines")
-    paper: dict[str, Any] = Field(default_factory=dict, description="what the paper states")
-    scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
-    emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
-    compress: float = 1.0
-    repeat: int = 1
-    job: dict[str, Any] = Field(default_factory=dict)
-    points: list[Point]
-    quick: Quick | None = None
-
-
-def figure_names() -> list[str]:
-    return sorted(p.stem for p in FIGURES.glob("fig*.yaml"))
-
-
-def load_figure(name: str) -> Figure:
-    path = FIGURES / f"{name}.yaml"
-    if not path.exists():
-        raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
-    try:
-        return Figure.model_validate(yaml.safe_load(path.read_text()))
-    except ValidationError as err:
-        raise TopologyError(one_line_error(str(path), err, Figure)) from None
 
 
 def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
@@ -145,10 +89,6 @@ def points_to_run(fig: Figure, quick: bool) -> list[Point]:
     return list(fig.points)
 
 
-def rep_dir(out: Path, point: Point, rep: int) -> Path:
-    return out / "points" / point.id / f"rep{rep}"
-
-
 def finished(d: Path) -> dict | None:
     """The summary of a finished repetition, or None (absent, incomplete or unreadable)."""
     f = d / "summary.json"
@@ -170,7 +110,6 @@ def run_figure(
     """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder."""
     from tqdm import tqdm
 
-    from workloads.report import write_report
     from workloads.runner import RunError, run_job
 
     fig = load_figure(name)

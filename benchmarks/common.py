@@ -1,0 +1,77 @@
+"""What every benchmark shares: its log lines, the emulator-lock wait, summary helpers, markdown
+tables, the record of what produced the numbers, and a SIGTERM that unwinds the testbed.
+
+Benchmarks are applications (the top floor): they import the emulation core and the workloads,
+and nothing imports them but their scripts and tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+TOP = Path(__file__).resolve().parent.parent
+
+
+def lock_wait_s() -> float:
+    """PSNET_LOCK_WAIT_S: how long to queue for the emulator lock (0 = fail at once if busy)."""
+    return float(os.environ.get("PSNET_LOCK_WAIT_S", "0"))
+
+
+def setup_logging(verbose: bool) -> None:
+    """Timestamped log lines on stderr (a benchmark's progress), debug with -v."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def median(xs: list[float | None]) -> float | None:
+    """Median of the values that were measured (None: not measured)."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def maximum(xs: list[float | None]) -> float | None:
+    """Largest measured value (None: not measured)."""
+    return max((x for x in xs if x is not None), default=None)
+
+
+def fmt(x: float | None, fmt: str = ".2f", none: str = "-") -> str:
+    return none if x is None else format(x, fmt)
+
+
+def md_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def meta(args: argparse.Namespace) -> dict:
+    """What produced these numbers: commit, versions, machine, arguments."""
+
+    def out(*argv: str) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, check=False, cwd=TOP).stdout.strip()
+        except OSError:
+            return ""
+
+    return {
+        "git_commit": out("git", "rev-parse", "HEAD"),
+        "git_dirty": bool(out("git", "status", "--porcelain")),
+        "kernel": platform.release(),
+        "ovs": out("ovs-vswitchd", "--version").splitlines()[0] if out("ovs-vswitchd", "--version") else "",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "args": vars(args),
+        # other work on the box spoils every figure here (2 cores): note how idle it was at the start
+        "idle_before_pct": psutil.cpu_times_percent(interval=2.0).idle,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

@@ -1,0 +1,73 @@
+"""Figure files (workloads/figures/<figure>.yaml): their schema, loading, and where a point's runs go.
+
+Shared by the sweep that runs a figure and the report that draws it, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from topologies.schema import TopologyError, one_line_error
+
+REPO = Path(__file__).resolve().parent.parent
+FIGURES = REPO / "workloads" / "figures"
+TOPOLOGIES = REPO / "topologies"
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    topology: str = Field(description="file in topologies/")
+    set: dict[str, Any] = Field(default_factory=dict, description="topology fields to override")
+    job: dict[str, Any] = Field(default_factory=dict, description="job fields over the defaults")
+    series: str = Field(default="", description="legend entry (line or bar colour)")
+    group: str = Field(default="", description="x group of a bar chart / panel of a line chart")
+    x: float | None = Field(default=None, description="x value of a line chart")
+
+
+class Quick(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    points: list[str]
+    job: dict[str, Any] = Field(default_factory=dict)
+    compress: float | None = None
+
+
+class Figure(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    figure: str
+    title: str
+    xlabel: str = ""
+    plot: str = Field(default="bars", description="bars | lines")
+    paper: dict[str, Any] = Field(default_factory=dict, description="what the paper states")
+    scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
+    emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
+    compress: float = 1.0
+    repeat: int = 1
+    job: dict[str, Any] = Field(default_factory=dict)
+    points: list[Point]
+    quick: Quick | None = None
+
+
+def figure_names() -> list[str]:
+    return sorted(p.stem for p in FIGURES.glob("fig*.yaml"))
+
+
+def load_figure(name: str) -> Figure:
+    path = FIGURES / f"{name}.yaml"
+    if not path.exists():
+        raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
+    try:
+        return Figure.model_validate(yaml.safe_load(path.read_text()))
+    except ValidationError as err:
+        raise TopologyError(one_line_error(str(path), err, Figure)) from None
+
+
+def rep_dir(out: Path, point: Point, rep: int) -> Path:
+    return out / "points" / point.id / f"rep{rep}"
