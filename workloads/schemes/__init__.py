@@ -1,0 +1,47 @@
+"""Synchronisation schemes as schedules (see schedule.py for the semantics).
+
+`compile_scheme(name, ...)` is the one entry point the engine, the counters and the flow model
+use; a new scheme is one function here plus its tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from workloads.schemes.flat import halving_doubling, mesh, ps, ring
+from workloads.schemes.rat import rat
+from workloads.schemes.schedule import Schedule, ScheduleError
+
+#: scheme name -> what it needs beyond (workers, n_elems)
+SCHEMES: dict[str, str] = {
+    "ps": "servers: dedicated PS hosts (each holds S/P)",
+    "mesh": "nothing (colocated PS: worker i serves shard i)",
+    "ring": "nothing (worker order is the ring)",
+    "halving-doubling": "nothing (any W; non-powers of two fold the extra workers in first)",
+    "rat": "regions: each worker's region per oversubscribed level (rack, pod, ...)",
+}
+
+
+def compile_scheme(
+    name: str,
+    workers: Sequence[str],
+    n_elems: int,
+    servers: Sequence[str] = (),
+    regions: Mapping[str, Sequence[str]] | None = None,
+    trees: int | None = None,
+) -> Schedule:
+    """The schedule of scheme `name` for these workers and a gradient of `n_elems` float32."""
+    if name == "ps":
+        return ps(workers, n_elems, servers)
+    if name == "mesh":
+        return mesh(workers, n_elems)
+    if name == "ring":
+        return ring(workers, n_elems)
+    if name == "halving-doubling":
+        return halving_doubling(workers, n_elems)
+    if name == "rat":
+        return rat(workers, n_elems, regions or {w: () for w in workers}, trees)
+    raise ScheduleError(f"unknown scheme {name!r}; schemes: {', '.join(SCHEMES)}")
+
+
+__all__ = ["SCHEMES", "Schedule", "ScheduleError", "compile_scheme"]

@@ -1,0 +1,228 @@
+"""A synchronisation scheme as data: per host, an ordered list of chunk steps.
+
+One description serves three consumers (see ../shared/notes/schedules.md): the engine that moves
+real bytes between emulated hosts, the counters here that say without running anything how many
+bytes cross each pair, link and region and how long the dependency chain is, and a flow-level
+model that replays the same schedule at scale.
+
+Semantics (what the engine and `execute` both implement):
+- Every participating host holds a buffer of the whole flat gradient (`n_elems` float32). A
+  worker starts with its own gradient, a dedicated server (a PS that is not a worker) with zeros.
+- `send(c, to)` puts the current value of chunk `c` on the wire to `to` (never blocks).
+- `reduce(c, frm)` waits for chunk `c` from `frm` and adds it into the buffer; `copy(c, frm)` waits
+  and overwrites it.
+- Only the order of one host's steps *on the same chunk* is binding (a send of a chunk waits for
+  every earlier receive into that chunk); steps on different chunks may run concurrently, and
+  messages of one (sender, receiver, chunk) arrive in send order. This is what lets n RAT trees or
+  P PS shards proceed in parallel from one list per host.
+- At the end every worker holds the sum of the W workers' gradients.
+
+No library ships this: MPI, gloo and TF have fixed collective algorithms and none ships RAT or
+HiPS schedules, which is why the schedule is the project's own small data type.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+#: bytes of one gradient element (float32)
+ELEM_BYTES = 4
+
+
+class Op(StrEnum):
+    SEND = "send"
+    REDUCE = "reduce"
+    COPY = "copy"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A contiguous piece of the flat gradient: elements [offset, offset + length)."""
+
+    index: int
+    offset: int
+    length: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.length * ELEM_BYTES
+
+
+@dataclass(frozen=True)
+class Step:
+    op: Op
+    chunk: int
+    peer: str
+
+
+class ScheduleError(ValueError):
+    """A schedule that cannot run: a receive nothing sends, a chunk out of range, a deadlock."""
+
+
+@dataclass
+class Schedule:
+    """What each host does in one synchronisation, in order."""
+
+    scheme: str
+    workers: tuple[str, ...]
+    chunks: tuple[Chunk, ...]
+    steps: dict[str, list[Step]] = field(default_factory=dict)
+    #: hosts that take part without contributing a gradient (dedicated PSs)
+    servers: tuple[str, ...] = ()
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return self.workers + self.servers
+
+    @property
+    def n_elems(self) -> int:
+        return sum(c.length for c in self.chunks)
+
+    def send(self, src: str, chunk: int, dst: str) -> None:
+        self.steps.setdefault(src, []).append(Step(Op.SEND, chunk, dst))
+
+    def recv(self, dst: str, chunk: int, src: str, op: Op) -> None:
+        self.steps.setdefault(dst, []).append(Step(op, chunk, src))
+
+    def transfer(self, src: str, dst: str, chunk: int, op: Op) -> None:
+        """One message: `src` sends chunk, `dst` reduces or copies it (appended to both lists)."""
+        self.send(src, chunk, dst)
+        self.recv(dst, chunk, src, op)
+
+
+def split(n_elems: int, parts: int) -> tuple[Chunk, ...]:
+    """`parts` contiguous chunks whose lengths differ by at most one element (numpy's array_split)."""
+    if parts < 1 or n_elems < parts:
+        raise ScheduleError(f"cannot split {n_elems} elements into {parts} chunks")
+    bounds = np.linspace(0, n_elems, parts + 1).round().astype(int)
+    return tuple(Chunk(i, int(a), int(b - a)) for i, (a, b) in enumerate(itertools.pairwise(bounds)))
+
+
+def _runner(schedule: Schedule):
+    """Yield (host, step) in an order that respects the semantics, or raise on a deadlock.
+
+    Each host's steps are queued per chunk; a step runs when it is first in its chunk's queue and
+    (for a receive) a matching message is on the wire.
+    """
+    queues: dict[str, dict[int, deque[Step]]] = {}
+    for host, steps in schedule.steps.items():
+        if host not in schedule.hosts:
+            raise ScheduleError(f"{schedule.scheme}: host {host} has steps but takes no part")
+        per: dict[int, deque[Step]] = defaultdict(deque)
+        for s in steps:
+            if not 0 <= s.chunk < len(schedule.chunks):
+                raise ScheduleError(f"{schedule.scheme}: {host} names chunk {s.chunk} of {len(schedule.chunks)}")
+            if s.peer not in schedule.hosts or s.peer == host:
+                raise ScheduleError(f"{schedule.scheme}: {host} exchanges with {s.peer!r}")
+            per[s.chunk].append(s)
+        queues[host] = per
+    wire: dict[tuple[str, str, int], int] = Counter()
+    pending = sum(len(q) for per in queues.values() for q in per.values())
+    while pending:
+        progressed = False
+        for host, per in queues.items():
+            for chunk, q in per.items():
+                while q:
+                    s = q[0]
+                    if s.op == Op.SEND:
+                        wire[(host, s.peer, chunk)] += 1
+                    elif wire[(s.peer, host, chunk)]:
+                        wire[(s.peer, host, chunk)] -= 1
+                    else:
+                        break
+                    q.popleft()
+                    pending -= 1
+                    progressed = True
+                    yield host, s
+        if not progressed:
+            stuck = sorted(
+                f"{h}: {q[0].op} chunk {c} from {q[0].peer}" for h, per in queues.items() for c, q in per.items() if q
+            )
+            raise ScheduleError(f"{schedule.scheme}: deadlock, waiting: {'; '.join(stuck[:5])}")
+    left = {k: v for k, v in wire.items() if v}
+    if left:
+        raise ScheduleError(f"{schedule.scheme}: messages nobody receives: {left}")
+
+
+def execute(schedule: Schedule, grads: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the schedule in memory on real arrays; returns every host's final buffer.
+
+    The reference the engine is checked against: the same steps, the same sums, no network.
+    """
+    n = schedule.n_elems
+    buf = {h: np.array(grads[h], dtype=np.float32, copy=True) for h in schedule.workers}
+    buf.update({h: np.zeros(n, dtype=np.float32) for h in schedule.servers})
+    for h, b in buf.items():
+        if b.shape != (n,):
+            raise ScheduleError(f"{schedule.scheme}: gradient of {h} has shape {b.shape}, schedule expects ({n},)")
+    wire: dict[tuple[str, str, int], deque[np.ndarray]] = defaultdict(deque)
+    for host, s in _runner(schedule):
+        c = schedule.chunks[s.chunk]
+        sl = slice(c.offset, c.offset + c.length)
+        if s.op == Op.SEND:
+            wire[(host, s.peer, s.chunk)].append(buf[host][sl].copy())
+        elif s.op == Op.REDUCE:
+            buf[host][sl] += wire[(s.peer, host, s.chunk)].popleft()
+        else:
+            buf[host][sl] = wire[(s.peer, host, s.chunk)].popleft()
+    return buf
+
+
+def pair_bytes(schedule: Schedule) -> Counter[tuple[str, str]]:
+    """Payload bytes each (sender, receiver) pair carries in one synchronisation."""
+    out: Counter[tuple[str, str]] = Counter()
+    for host, steps in schedule.steps.items():
+        for s in steps:
+            if s.op == Op.SEND:
+                out[(host, s.peer)] += schedule.chunks[s.chunk].nbytes
+    return out
+
+
+def host_bytes(schedule: Schedule) -> dict[str, tuple[int, int]]:
+    """(sent, received) payload bytes per host."""
+    sent: Counter[str] = Counter()
+    recv: Counter[str] = Counter()
+    for (a, b), n in pair_bytes(schedule).items():
+        sent[a] += n
+        recv[b] += n
+    return {h: (sent[h], recv[h]) for h in schedule.hosts}
+
+
+def chain_length(schedule: Schedule) -> int:
+    """The longest chain of messages that depend on one another (RAT's Table 1 column).
+
+    A message's depth is one more than the depth its chunk had at the sender when it was sent; a
+    receive raises the chunk's depth at the receiver. PS gives 2, ring 2(W-1), RAT 2(l+1).
+    """
+    depth: dict[tuple[str, int], int] = Counter()
+    wire: dict[tuple[str, str, int], deque[int]] = defaultdict(deque)
+    longest = 0
+    for host, s in _runner(schedule):
+        key = (host, s.chunk)
+        if s.op == Op.SEND:
+            wire[(host, s.peer, s.chunk)].append(depth[key] + 1)
+        else:
+            depth[key] = max(depth[key], wire[(s.peer, host, s.chunk)].popleft())
+            longest = max(longest, depth[key])
+    return longest
+
+
+def cross_region_bytes(schedule: Schedule, regions: Mapping[str, Sequence[str]]) -> list[int]:
+    """Bytes between hosts in different regions, per level (0 = rack, 1 = pod, ...).
+
+    `regions[host]` lists the host's region at each level, lowest first. On a tree-shaped network
+    every such byte crosses that level's oversubscribed uplinks, which is what RAT minimises.
+    """
+    levels = max((len(v) for v in regions.values()), default=0)
+    out = [0] * levels
+    for (a, b), n in pair_bytes(schedule).items():
+        for lvl in range(levels):
+            if regions[a][lvl] != regions[b][lvl]:
+                out[lvl] += n
+    return out
