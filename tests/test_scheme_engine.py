@@ -1,0 +1,74 @@
+"""The scheme engine over real TCP on loopback: every scheme sums exactly, bytes are as counted,
+paused senders hold a ring back more than RAT. (Inside Mininet: tests/test_scheme_runs.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workloads.schemes import compile_scheme
+from workloads.schemes.host import verify_sums
+from workloads.schemes.launch import local_starter, run_scheme
+from workloads.schemes.schedule import host_bytes
+
+N_ELEMS = 50_001
+
+
+def config(scheme: str, workers: list[str], **over) -> dict:
+    return {
+        "scheme": scheme,
+        "workers": workers,
+        "servers": over.pop("servers", []),
+        "regions": over.pop("regions", None),
+        "n_elems": N_ELEMS,
+        "mode": "calibrated",
+        "compute_s": 0.0,
+        "model": "tiny",
+        "width": 1.0,
+        "batch_size": 1,
+        "lr": 0.01,
+        "seed": 3,
+        "warmup": 1,
+        "iterations": 2,
+        "check": True,
+        **over,
+    }
+
+
+@pytest.mark.parametrize("scheme", ["ps", "mesh", "ring", "halving-doubling", "rat"])
+def test_every_scheme_sums_exactly_over_tcp(tmp_path: Path, scheme: str):
+    workers = [f"w{i}" for i in range(5)]
+    servers = ["s0", "s1"] if scheme == "ps" else []
+    regions = {w: (f"r{i // 3}",) for i, w in enumerate(workers)}
+    cfg = config(scheme, workers, servers=servers, regions=regions)
+    hosts = workers + servers
+    run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), tmp_path, local_starter(tmp_path), timeout_s=120)
+    assert verify_sums(tmp_path, workers) == []
+    its = run.iterations()
+    assert [i["iteration"] for i in its] == [1, 2]  # the warm-up iteration is not measured
+    sched = compile_scheme(scheme, workers, N_ELEMS, servers=servers, regions=regions)
+    counted = sum(sent for sent, _ in host_bytes(sched).values())
+    assert all(i["sent_bytes"] == counted for i in its)  # the bytes the schedule says, no more
+
+
+def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
+    """RAT's Fig. 7 in miniature: one of six hosts paused per 0.2 s period. A ring chunk needs every
+    host at each of its 2(W-1) steps; a RAT tree needs each host's sends once up and once down."""
+    import time
+
+    from workloads.schemes.pauses import pause_plan
+
+    workers = [f"w{i}" for i in range(6)]
+    means = {}
+    for scheme in ("ring", "rat"):
+        start = time.time() + 3.0  # after the processes are up and connected
+        plan = pause_plan(workers, k=1, d_s=0.2, seed=7, start=start, duration_s=60)
+        cfg = config(scheme, workers, iterations=3, check=False, start_at=start)
+        hosts = workers
+        d = tmp_path / scheme
+        d.mkdir()
+        pauses = {h: {"pauses": plan[h]} for h in hosts}
+        run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), d, local_starter(d), 120, pauses)
+        means[scheme] = run.mean_sync_s()
+    assert means["ring"] > 1.5 * means["rat"], means

@@ -1,0 +1,117 @@
+"""Start one scheme process per host, wait for them, and fold their per-iteration lines.
+
+The starter is a function (host, argv) -> Popen, so the same code runs the processes on
+loopback (tests of the engine itself) and inside Mininet hosts (`Testbed.host(h).popen`).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Starter = Callable[[str, list[str]], subprocess.Popen]
+BASE_PORT = 47000
+
+
+@dataclass
+class SchemeRun:
+    """What the processes wrote: every host's iteration rows (warm-up excluded)."""
+
+    run_dir: Path
+    rows: list[dict]
+
+    def iterations(self) -> list[dict]:
+        """Per measured iteration: the slowest worker's sync time (GST) and compute, bytes moved."""
+        out = []
+        for it in sorted({r["iteration"] for r in self.rows}):
+            rs = [r for r in self.rows if r["iteration"] == it]
+            ws = [r for r in rs if r["role"] == "worker"]
+            out.append(
+                {
+                    "iteration": it,
+                    "sync_s": max(r["sync_s"] for r in ws),
+                    "compute_s": max(r["compute_s"] for r in ws),
+                    "sent_bytes": sum(r["sent_bytes"] for r in rs),
+                    "loss": statistics.fmean(r["loss"] for r in ws) if ws[0]["loss"] is not None else None,
+                }
+            )
+        return out
+
+    def mean_sync_s(self) -> float:
+        return statistics.fmean(i["sync_s"] for i in self.iterations())
+
+
+def local_starter(log_dir: Path) -> Starter:
+    """Processes on this machine (loopback addresses): for testing the engine without Mininet."""
+
+    def start(host: str, argv: list[str]) -> subprocess.Popen:
+        log = (log_dir / f"{host}.log").open("w")
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+
+    return start
+
+
+def run_scheme(
+    cfg: dict[str, Any],
+    hosts: Sequence[str],
+    addresses: dict[str, str],
+    run_dir: Path,
+    start: Starter,
+    timeout_s: float = 600.0,
+    per_host: dict[str, dict[str, Any]] | None = None,
+) -> SchemeRun:
+    """Write one config per host, start every process, wait, and read their rows.
+
+    `cfg` holds the scheme, workers, servers, regions, n_elems, mode and iteration counts;
+    `addresses` maps each host to the address it listens on (its emulated IP in Mininet);
+    `per_host` adds host-specific fields (e.g. its pause windows).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ports = {h: BASE_PORT + i for i, h in enumerate(hosts)}
+    table = {h: [addresses[h], ports[h]] for h in hosts}
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for h in hosts:
+            path = run_dir / f"{h}.json"
+            path.write_text(
+                json.dumps(
+                    {**cfg, **(per_host or {}).get(h, {}), "name": h, "addresses": table, "run_dir": str(run_dir)}
+                )
+            )
+            procs[h] = start(h, [sys.executable, "-m", "workloads.schemes.host", str(path)])
+        deadline = time.monotonic() + timeout_s
+        for h, p in procs.items():
+            left = max(0.1, deadline - time.monotonic())
+            try:
+                code = p.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"scheme {cfg['scheme']}: {h} still running after {timeout_s:g} s") from None
+            if code != 0:
+                tail = _tail(run_dir / f"{h}.log")
+                raise RuntimeError(f"scheme {cfg['scheme']}: {h} exited {code}: {tail}")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    rows = []
+    for h in hosts:
+        for line in (run_dir / f"{h}.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if "iteration" in r and not r["warmup"]:
+                rows.append(r)
+    return SchemeRun(run_dir, rows)
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    try:
+        return " | ".join(path.read_text().strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
