@@ -7,7 +7,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 venv="$top/.venv"
-apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps)
+apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin python3-mpi4py)
 
 log() { printf 'setup: %s\n' "$*"; }
 
@@ -43,6 +43,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ln -sfn /usr/lib/python3/dist-packages/mininet "$site/mininet"
+# Open MPI's Python binding, built for this interpreter: the reference allreduce (workloads/schemes/mpi.py)
+ln -sfn /usr/lib/python3/dist-packages/mpi4py "$site/mpi4py"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages (first time: a few minutes, TensorFlow is large)"
   "$venv/bin/pip" install -q --upgrade pip

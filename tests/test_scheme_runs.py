@@ -59,3 +59,16 @@ def test_scheme_sums_exactly_and_moves_the_counted_bytes(fattree: Testbed, tmp_p
         # framing: ~66 B of Ethernet/IP/TCP headers per 1448 B segment (4.6%), plus ACKs and handshakes
         assert payload * 1.0 <= sent <= payload * 1.08 + 200_000, (h, payload, sent)
     assert run.mean_sync_s() > 0
+
+
+def test_open_mpi_allreduce_runs_between_the_emulated_hosts(fattree: Testbed, tmp_path: Path):
+    """The field's reference: Open MPI's ring allreduce, one rank per host, sums right across the links."""
+    from workloads.schemes.mpi import run_mpi_allreduce
+
+    workers = [w.name for w in fattree.model.workers()]
+    before = {h: _tx(fattree, h) for h in workers}
+    res = run_mpi_allreduce(fattree, workers, N_ELEMS, "ring", tmp_path, warmup=0, iterations=1)
+    assert res["sum_ok"] and res["ranks"] == len(workers)
+    ring_bytes = 2 * (len(workers) - 1) / len(workers) * N_ELEMS * 4
+    for h in workers:  # every rank's share of the ring crossed its emulated NIC
+        assert _tx(fattree, h) - before[h] >= ring_bytes
