@@ -188,18 +188,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
             fig = figure.load_figure(name)
             out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)
-            for summary in sorted(out.glob("points/*/rep*/summary.json")):
+            summaries = sorted(out.glob("points/*/rep*/summary.json"))
+            if not summaries:
+                print(f"{name}: nothing to redraw: no runs in {out} (replay it first)")
+                continue
+            for summary in summaries:
                 repredict(summary.parent)  # the model as the code has it now
-            write_report(
-                fig, out, sweep.points_to_run(fig, args.quick), args.repeat or fig.repeat, {}, quick=args.quick
-            )
+            reps = sweep.repetitions(fig, args.quick, args.repeat)
+            write_report(fig, out, sweep.points_to_run(fig, args.quick), reps, {}, quick=args.quick)
         else:
             out = sweep.run_figure(
                 name, quick=args.quick, repeat=args.repeat, fresh=args.fresh, progress=not args.no_progress
             )
         print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
-        if name == "fig13":
-            print(speedup_table(out))
+        headline = speedup_table(out)
+        if headline:
+            print(headline)
     if args.figure == "all":
         from testbed.report import overview
 
@@ -208,17 +212,26 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def speedup_table(out: Path) -> str:
-    """The README's headline: PSNet vs FatTree (r = 1) speed-up, the paper's beside ours."""
-    import csv
+    """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
+    (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
+    from testbed.report import load_report
 
-    rows = list(csv.DictReader((out / "summary.csv").open()))
-    bct = {(r["group"], r["series"]): float(r["bct_mean_s"]) for r in rows if r["bct_mean_s"]}
+    rep = load_report(out)
+    claims = [
+        c
+        for c in (rep.claims if rep else [])
+        if c.type == "faster_than" and not c.compares_paper and c.values.get("paper") is not None
+    ]
+    if not claims:
+        return ""
     parts = []
-    for group, paper in (("VGG-16", 1.89), ("ResNet50", 1.92)):
-        ps, ft = bct.get((group, "PSNet")), bct.get((group, "FatTree r=1"))
-        ours = f"{ft / ps:.2f}x" if ps and ft else "not measured"
-        parts.append(f"{group}: paper {paper}x, measured {ours}")
-    return "PSNet vs FatTree (r=1) speed-up: " + "; ".join(parts)
+    for c in claims:
+        ratio = c.values.get("ratio")
+        parts.append(
+            f"{c.group}: paper {c.values['paper']}x, " + (f"measured {ratio:.2f}x" if ratio else "not measured")
+        )
+    fast, slow = claims[0].series
+    return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
 
 
 def build_parser() -> argparse.ArgumentParser:

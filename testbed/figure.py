@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from testbed.claims import Claim, check_claim
 from topologies.schema import TopologyError, one_line_error
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,6 +37,7 @@ class Quick(BaseModel):
     points: list[str]
     job: dict[str, Any] = Field(default_factory=dict)
     compress: float | None = None
+    repeat: int = Field(default=1, ge=1, description="runs per point of the smoke path")
 
 
 class Figure(BaseModel):
@@ -45,14 +47,23 @@ class Figure(BaseModel):
     title: str
     xlabel: str = ""
     plot: str = Field(default="bars", description="bars | lines")
-    paper: dict[str, Any] = Field(default_factory=dict, description="what the paper states")
     scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
     emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
     compress: float = 1.0
-    repeat: int = 1
+    repeat: int = Field(default=3, ge=1, description="runs per point (a 95% CI needs several)")
     job: dict[str, Any] = Field(default_factory=dict)
     points: list[Point]
     quick: Quick | None = None
+    claims: list[Claim] = Field(default_factory=list, description="the paper's claims (testbed.claims)")
+
+    @model_validator(mode="after")
+    def _claims_name_real_points(self) -> Figure:
+        """A claim naming a series, group or paper number that does not exist is refused at load."""
+        for i, claim in enumerate(self.claims):
+            problem = check_claim(claim, self.points)
+            if problem:
+                raise ValueError(f"claims.{i}.{problem}")
+        return self
 
 
 def figure_names() -> list[str]:

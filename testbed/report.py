@@ -1,29 +1,37 @@
-"""A figure's outputs from its runs' summaries: summary.csv, <figure>.png, report.md.
+"""A figure's outputs from its runs' summaries: summary.csv, <figure>.png, report.md, report.json.
 
 Reads only results/<figure>/points/*/rep*/summary.json, so a figure can be redrawn without
-rerunning (`testbed replay FIG --report-only`). The claims the paper makes for each figure are
-checked on the measured data (not asserted in advance) and written into the report with the
-numbers behind them.
+rerunning (`testbed replay FIG --report-only`). The claims the figure file declares (see
+testbed.claims) are judged on the measured data, not asserted in advance. report.json holds the
+same points and verdicts as report.md, for programs: the overview of `testbed replay all` and the
+speed-up headline read it instead of parsing the markdown.
 """
 
 from __future__ import annotations
 
 import csv
-import itertools
 import json
+import math
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from testbed.figure import Figure, Point, rep_dir
+from pydantic import BaseModel, Field, ValidationError
 
-Claim = tuple[str, bool | None, str]  # (the paper's claim, holds?, the numbers)
+from testbed.claims import REFERENCE, ClaimResult, evaluate, paper_reference
+from testbed.figure import REPO, Figure, Point, rep_dir
+from workloads.runner import stats
+
+CI_METHOD = (
+    "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
+    "repetitions; with a single repetition, Student t over that run's per-step BCTs (column 'CI over')"
+)
 
 
 @dataclass
 class Row:
-    """One point of a figure: its repetitions folded into a mean and a spread."""
+    """One point of a figure: its repetitions folded into a mean and a 95% confidence interval."""
 
     point: Point
     bcts: list[float] = field(default_factory=list)
@@ -37,6 +45,26 @@ class Row:
     @property
     def spread(self) -> float:
         return (max(self.bcts) - min(self.bcts)) if len(self.bcts) > 1 else 0.0
+
+    @property
+    def ci_over(self) -> str:
+        """What the CI is computed over: 'repetitions', 'steps' (one repetition) or '' (none)."""
+        if len(self.bcts) > 1:
+            return "repetitions"
+        return "steps" if self.ci95 is not None else ""
+
+    @property
+    def ci_n(self) -> int:
+        """Samples behind the CI: repetitions, or the single run's measured steps."""
+        return len(self.bcts) if len(self.bcts) > 1 else int(self.summaries[0]["bct_s"]["n"]) if self.bcts else 0
+
+    @property
+    def ci95(self) -> float | None:
+        """Half-width of the 95% CI of the mean (see CI_METHOD); None where it cannot be computed."""
+        if len(self.bcts) > 1:
+            return stats(self.bcts)["ci95"]
+        ci = self.summaries[0]["bct_s"].get("ci95") if self.summaries else None
+        return ci if isinstance(ci, int | float) and math.isfinite(ci) else None
 
     @property
     def pred(self) -> dict:
@@ -56,6 +84,11 @@ class Row:
     @property
     def fidelity_reason(self) -> str:
         return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries}))
+
+    @property
+    def unfaithful_reason(self) -> str:
+        """Why the repetitions that were not faithful were not (what a claim says it did not judge)."""
+        return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
 
 
 def collect(out: Path, points: list[Point], reps: int) -> list[Row]:
@@ -78,60 +111,138 @@ def collect(out: Path, points: list[Point], reps: int) -> list[Row]:
     return rows
 
 
-def write_csv(rows: list[Row], path: Path) -> None:
-    fields = [
-        "point",
-        "series",
-        "group",
-        "x",
-        "reps",
-        "bct_mean_s",
-        "bct_spread_s",
-        "model_bct_min_s",
-        "model_bct_max_s",
-        "model_t_push_s",
-        "equation",
-        "scale",
-        "compress",
-        "model_bytes_emulated",
-        "faithful",
-        "fidelity",
-        "failed",
-    ]
+# --- the figure's results as data (report.json) ---------------------------------------------------
+class PointResult(BaseModel):
+    """One point's numbers as the report shows them."""
+
+    id: str
+    series: str
+    group: str
+    x: float | None
+    repetitions: int = Field(description="repetitions measured")
+    failed: list[str]
+    bct_mean_s: float | None
+    ci95_s: float | None = Field(description="half-width of the 95% CI of the mean")
+    ci_over: str = Field(description="repetitions | steps | '' (see FigureReport.ci_method)")
+    ci_n: int
+    spread_s: float
+    model_bct_min_s: float | None
+    model_bct_max_s: float | None
+    model_t_push_s: float | None
+    equation: str | None
+    scale: float | None
+    compress: float | None
+    model_bytes_emulated: float | None
+    faithful: bool | None
+    fidelity: str
+    note: str = ""
+
+
+class FigureReport(BaseModel):
+    """What report.md says, as data: report.json."""
+
+    figure: str
+    title: str
+    quick: bool
+    repetitions: int = Field(description="repetitions asked for per point")
+    job: dict[str, Any]
+    emulated_mbps: float | None
+    compress: float
+    wall_s: float | None = Field(description="the last sweep, time queued behind other emulations left out")
+    ci_method: str
+    paper: dict[str, Any] = Field(description=f"the figure's entry in results/reference/{REFERENCE.name}")
+    points: list[PointResult]
+    claims: list[ClaimResult]
+
+    @property
+    def faithful_points(self) -> int:
+        return sum(p.faithful is True for p in self.points)
+
+
+def point_result(r: Row, note: str = "") -> PointResult:
+    s = r.summaries[0] if r.summaries else {}
+    return PointResult(
+        id=r.point.id,
+        series=r.point.series,
+        group=r.point.group,
+        x=r.point.x,
+        repetitions=len(r.bcts),
+        failed=r.failed,
+        bct_mean_s=r.bct,
+        ci95_s=r.ci95,
+        ci_over=r.ci_over,
+        ci_n=r.ci_n,
+        spread_s=r.spread,
+        model_bct_min_s=r.pred.get("bct_min_s"),
+        model_bct_max_s=r.pred.get("bct_max_s"),
+        model_t_push_s=r.pred.get("t_push_s"),
+        equation=r.pred.get("equation"),
+        scale=s.get("scale"),
+        compress=s.get("compress"),
+        model_bytes_emulated=s.get("model_bytes_emulated"),
+        faithful=r.faithful,
+        fidelity=r.fidelity_reason or "; ".join(r.failed),
+        note=note,
+    )
+
+
+def load_report(out: Path) -> FigureReport | None:
+    """A figure folder's report.json, or None (not written yet, or by an older version)."""
+    try:
+        return FigureReport.model_validate_json((out / "report.json").read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+# --- outputs --------------------------------------------------------------------------------------
+CSV_FIELDS = {
+    "point": "id",
+    "series": "series",
+    "group": "group",
+    "x": "x",
+    "reps": "repetitions",
+    "bct_mean_s": "bct_mean_s",
+    "bct_ci95_s": "ci95_s",
+    "ci_over": "ci_over",
+    "ci_n": "ci_n",
+    "bct_spread_s": "spread_s",
+    "model_bct_min_s": "model_bct_min_s",
+    "model_bct_max_s": "model_bct_max_s",
+    "model_t_push_s": "model_t_push_s",
+    "equation": "equation",
+    "scale": "scale",
+    "compress": "compress",
+    "model_bytes_emulated": "model_bytes_emulated",
+    "faithful": "faithful",
+    "fidelity": "fidelity",
+    "failed": "failed",
+}
+
+
+def write_csv(points: list[PointResult], path: Path) -> None:
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS))
         w.writeheader()
-        for r in rows:
-            s = r.summaries[0] if r.summaries else {}
-            w.writerow(
-                {
-                    "point": r.point.id,
-                    "series": r.point.series,
-                    "group": r.point.group,
-                    "x": r.point.x,
-                    "reps": len(r.bcts),
-                    "bct_mean_s": _f(r.bct),
-                    "bct_spread_s": _f(r.spread),
-                    "model_bct_min_s": _f(r.pred.get("bct_min_s")),
-                    "model_bct_max_s": _f(r.pred.get("bct_max_s")),
-                    "model_t_push_s": _f(r.pred.get("t_push_s")),
-                    "equation": r.pred.get("equation"),
-                    "scale": s.get("scale"),
-                    "compress": s.get("compress"),
-                    "model_bytes_emulated": s.get("model_bytes_emulated"),
-                    "faithful": r.faithful,
-                    "fidelity": r.fidelity_reason,
-                    "failed": "; ".join(r.failed),
-                }
-            )
+        for p in points:
+            row = {col: getattr(p, attr) for col, attr in CSV_FIELDS.items()}
+            row["failed"] = "; ".join(p.failed)
+            for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "model_bct_min_s", "model_bct_max_s"):
+                row[col] = _f(row[col])
+            row["model_t_push_s"] = _f(row["model_t_push_s"])
+            w.writerow(row)
 
 
 def _f(x: float | None) -> str:
     return "" if x is None else f"{x:.4f}"
 
 
+def _err(r: Row) -> float:
+    return r.ci95 or 0.0
+
+
 def plot(fig: Figure, rows: list[Row], path: Path) -> None:
-    """Grouped bars (series within groups) or lines (x vs BCT, one panel per group, model lines)."""
+    """Grouped bars (series within groups) or lines (x vs BCT, one panel per group, model lines);
+    error bars are the 95% CI of each point's mean."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,7 +262,15 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     continue
                 color = f"C{i}"
                 xs = [r.point.x for r in pts]
-                ax.plot(xs, [r.bct for r in pts], "o:", color=color, label=f"{s} measured")
+                ax.errorbar(
+                    xs,
+                    [r.bct for r in pts],
+                    yerr=[_err(r) for r in pts],
+                    fmt="o:",
+                    capsize=3,
+                    color=color,
+                    label=f"{s} measured (95% CI)",
+                )
                 if all(r.pred.get("bct_max_s") for r in pts):
                     ax.plot(
                         xs,
@@ -184,10 +303,10 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                 if r and r.bct is not None:
                     xs.append(j + (i - (len(series) - 1) / 2) * width)
                     ys.append(r.bct)
-                    errs.append(r.spread / 2)
-            ax.bar(xs, ys, width, yerr=errs, label=s, color=f"C{i}")
+                    errs.append(_err(r))
+            ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
         ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel("BCT (s, emulated)")
+        ax.set_ylabel("BCT (s, emulated; error bars: 95% CI)")
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
@@ -197,180 +316,56 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     plt.close(fig_)
 
 
-# --- the paper's claims, checked on the data ------------------------------------------------------
-def _by(rows: list[Row], **kw: str) -> Row | None:
-    return next((r for r in rows if all(getattr(r.point, k) == v for k, v in kw.items())), None)
+def _faithful_word(f: bool | None) -> str:
+    return "faithful" if f else "NOT faithful" if f is False else "no run"
 
 
-def _ratio(a: Row | None, b: Row | None) -> float | None:
-    return a.bct / b.bct if a and b and a.bct and b.bct else None
-
-
-def claims_fig13(fig: Figure, rows: list[Row]) -> list[Claim]:
-    out: list[Claim] = []
-    for g in dict.fromkeys(r.point.group for r in rows):
-        ps, ft1 = _by(rows, group=g, series="PSNet"), _by(rows, group=g, series="FatTree r=1")
-        ratio = _ratio(ft1, ps)
-        paper = fig.paper.get("speedup", {}).get(g)
-        if ratio is None:
-            out.append((f"{g}: PSNet faster than FatTree r=1", None, "not measured"))
-            continue
-        out.append(
-            (
-                f"{g}: PSNet faster than FatTree r=1",
-                ratio > 1,
-                f"FatTree r=1 {ft1.bct:.2f} s / PSNet {ps.bct:.2f} s = {ratio:.2f}x (paper {paper}x)",
-            )
-        )
-        rs = [r for r in (_by(rows, group=g, series=f"FatTree r={k}") for k in (1, 2, 5)) if r and r.bct]
-        if len(rs) > 1:
-            mono = all(a.bct < b.bct for a, b in itertools.pairwise(rs))
-            out.append(
-                (f"{g}: FatTree slower as r grows", mono, ", ".join(f"{r.point.series} {r.bct:.2f} s" for r in rs))
-            )
-        if paper:
-            out.append(_explain_speedup(g, ps, ft1, ratio, paper))
-    return out
-
-
-def _explain_speedup(g: str, ps: Row, ft1: Row, ratio: float, paper: float) -> Claim:
-    """Set our speed-up against the paper's; where they differ by > 15%, explain with the model."""
-    off = abs(ratio - paper) / paper
-    claim = f"{g}: speed-up within 15% of the paper's {paper}x"
-    pp, pf = ps.pred, ft1.pred
-    if not (pp.get("t_comm_s") and pf.get("t_comm_s")):
-        return (claim, off <= 0.15, f"measured {ratio:.2f}x")
-    cp, cf = pp["t_comm_s"], pf["t_comm_s"]
-    detail = f"measured {ratio:.2f}x; the paper's model (S/P per PS) gives {pf['bct_max_s'] / pp['bct_max_s']:.2f}x"
-    lp, lf = ps.placed, ft1.placed
-    if lp.get("t_comm_s") and lf.get("t_comm_s"):
-        cp, cf = lp["t_comm_s"], lf["t_comm_s"]
-        detail += (
-            f", with our measured PS byte split (largest PS {lf['largest_ps_share']:.0%}) "
-            f"{lf['bct_max_s'] / lp['bct_max_s']:.2f}x"
-        )
-    if off > 0.15:
-        # the rest of a step: measured BCT minus the modelled push + pull
-        x_ours = statistics.fmean([ps.bct - cp, ft1.bct - cf])
-        # the rest per step that would turn (cf + x) / (cp + x) into the paper's ratio
-        x_paper = (cf - paper * cp) / (paper - 1) if paper > 1 else float("nan")
-        detail += (
-            f". Communication per step is {cf:.2f} s (FatTree) vs {cp:.2f} s (PSNet), a {cf / cp:.1f}x "
-            f"ratio; the rest of our step (compute, PS update, TF overhead) is {x_ours:.2f} s, while the "
-            f"paper's {paper}x at this S/B implies {x_paper:.2f} s: their CPU workers computed far longer "
-            "per step than ours, which pulls the ratio toward 1"
-        )
-    return (claim, off <= 0.15, detail)
-
-
-def claims_fig10(fig: Figure, rows: list[Row]) -> list[Claim]:
-    out: list[Claim] = []
-    for g in dict.fromkeys(r.point.group for r in rows):
-        k1, k2, k3 = (_by(rows, group=g, series=f"K={k}") for k in (1, 2, 3))
-        if k1 and k2 and k1.bct and k2.bct:
-            out.append((f"{g}: BCT falls from K=1 to K=2", k2.bct < k1.bct, f"{k1.bct:.2f} s -> {k2.bct:.2f} s"))
-        if k2 and k3 and k2.bct and k3.bct:
-            d = abs(k3.bct - k2.bct) / k2.bct
-            out.append(
-                (
-                    f"{g}: K=2 and K=3 almost equal (within 10%)",
-                    d <= 0.10,
-                    f"{k2.bct:.2f} s vs {k3.bct:.2f} s ({d:.1%})",
-                )
-            )
-    return out
-
-
-def _measured_groups(rows: list[Row]) -> dict[str, list[Row]]:
-    """The rows with a measured BCT, by group, groups in figure order."""
-    out: dict[str, list[Row]] = {r.point.group: [] for r in rows}
-    for r in rows:
-        if r.bct:
-            out[r.point.group].append(r)
-    return out
-
-
-def claims_fig11(fig: Figure, rows: list[Row]) -> list[Claim]:
-    out: list[Claim] = []
-    for g, rs in _measured_groups(rows).items():
-        if len(rs) > 1:
-            best = min(rs, key=lambda r: r.bct)
-            out.append(
-                (
-                    f"{g}: balanced worker(2,2,2) is best",
-                    best.point.series == "worker(2,2,2)",
-                    ", ".join(f"{r.point.series} {r.bct:.2f} s" for r in rs),
-                )
-            )
-    return out
-
-
-def claims_fig12(fig: Figure, rows: list[Row]) -> list[Claim]:
-    out: list[Claim] = []
-    for g, rs in _measured_groups(rows).items():
-        if len(rs) > 1:
-            lo, hi = min(r.bct for r in rs), max(r.bct for r in rs)
-            out.append(
-                (
-                    f"{g}: FatTree BCT depends on the deployment",
-                    (hi - lo) / lo > 0.10,
-                    ", ".join(f"{r.point.series} {r.bct:.2f} s" for r in rs),
-                )
-            )
-    return out
-
-
-def claims_fig9(fig: Figure, rows: list[Row]) -> list[Claim]:
-    out: list[Claim] = []
-    for r in rows:
-        if r.bct and r.pred.get("bct_min_s"):
-            lo, hi = r.pred["bct_min_s"], r.pred["bct_max_s"]
-            inside = lo * 0.95 <= r.bct <= hi * 1.05
-            detail = f"{lo:.2f} <= {r.bct:.2f} <= {hi:.2f} s (5% slack)"
-            if not inside and r.placed.get("bct_max_s"):  # the gap, explained by the PSs' byte split
-                detail += (
-                    f"; with the measured PS byte split (largest PS holds "
-                    f"{r.placed['largest_ps_share']:.0%} instead of 1/P) the model gives "
-                    f"BCT_max {r.placed['bct_max_s']:.2f} s ({r.bct / r.placed['bct_max_s']:.2f}x measured)"
-                )
-            out.append(
-                (
-                    f"{r.point.group} {r.point.series} B_w={r.point.x:g}: measured within [BCT_min, BCT_max]",
-                    inside,
-                    detail,
-                )
-            )
-    return out
-
-
-def claims_fig1(fig: Figure, rows: list[Row]) -> list[Claim]:
-    rs = sorted((r for r in rows if r.bct), key=lambda r: r.point.x or 0)
-    if len(rs) < 2:
-        return []
-    falls = rs[-1].bct < rs[0].bct
-    out: list[Claim] = [
-        ("BCT falls as the PS bandwidth grows", falls, ", ".join(f"{r.point.x:g}: {r.bct:.2f} s" for r in rs))
+def markdown(rep: FigureReport) -> str:
+    """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
+    lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
+    compress = next((p.compress for p in rep.points if p.compress is not None), rep.compress)
+    lines += [
+        f"- points: {len(rep.points)}, repetitions each: {rep.repetitions}; job: {json.dumps(rep.job)}",
+        f"- emulated worker rate: {rep.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
+        f"bytes divided together, so S/B is the paper's); compress {compress}: model "
+        "bytes divided further, so communication takes 1/compress of the paper's time",
+        "- BCT: per run, the mean over its measured steps of the slowest worker's step time (emulated "
+        "seconds); per point, the mean over its repetitions",
+        f"- {rep.ci_method}",
     ]
-    if len(rs) >= 3:
-        first, last = rs[0].bct - rs[1].bct, rs[-2].bct - rs[-1].bct
-        out.append(
-            (
-                "then flattens (the last step gains less than the first)",
-                last < first,
-                f"first step -{first:.2f} s, last step -{last:.2f} s",
-            )
+    if rep.wall_s is not None:
+        lines.append(
+            f"- wall time of the last sweep: {rep.wall_s / 60:.1f} min (time queued behind other emulations left out)"
         )
-    return out
-
-
-CLAIMS: dict[str, Callable[[Figure, list[Row]], list[Claim]]] = {
-    "fig1": claims_fig1,
-    "fig9": claims_fig9,
-    "fig10": claims_fig10,
-    "fig11": claims_fig11,
-    "fig12": claims_fig12,
-    "fig13": claims_fig13,
-}
+    lines += [
+        "",
+        f"![{rep.figure}]({rep.figure}.png)",
+        "",
+        "| point | series | group | x | BCT mean (s) | 95% CI (s) | CI over | model min-max (s) | eq. | scale "
+        "| faithful |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in rep.points:
+        model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
+        bct = f"{p.bct_mean_s:.3f}" if p.bct_mean_s is not None else "failed: " + "; ".join(p.failed)
+        ci = f"±{p.ci95_s:.3f}" if p.ci95_s is not None else "-"
+        over = f"{p.ci_n} {'reps' if p.ci_over == 'repetitions' else 'steps'}" if p.ci_over else "-"
+        lines.append(
+            f"| {p.id} | {p.series} | {p.group} | {'' if p.x is None else f'{p.x:g}'} | {bct} | {ci} | {over} "
+            f"| {model} | {p.equation or '-'} | {'-' if p.scale is None else f'{p.scale:g}'} "
+            f"| {'yes' if p.faithful else 'no' if p.faithful is False else '-'} |"
+        )
+    lines += ["", "## The paper's claims, checked on these data", ""]
+    for c in rep.claims:
+        lines.append(f"- **{c.label}**: {c.verdict}." + (f" {c.detail}" if c.detail else ""))
+    if not rep.claims:
+        lines.append("- (no claim declared in the figure file)")
+    if rep.paper:
+        lines += ["", f"Paper's stated numbers ({REFERENCE.relative_to(REPO)}): {json.dumps(rep.paper)}"]
+    lines += ["", "## Fidelity", ""]
+    for p in rep.points:
+        lines.append(f"- {p.id}: {_faithful_word(p.faithful)} ({p.fidelity})" + (f"; {p.note}" if p.note else ""))
+    return "\n".join(lines) + "\n"
 
 
 def write_report(
@@ -381,75 +376,48 @@ def write_report(
     notes: dict[str, str],
     wall_s: float | None = None,
     quick: bool = False,
-) -> list[Claim]:
-    """summary.csv, <figure>.png and report.md from the runs in `out`; returns the claims."""
+) -> list[ClaimResult]:
+    """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
     rows = collect(out, points, reps)
-    write_csv(rows, out / "summary.csv")
-    plot(fig, rows, out / f"{fig.figure}.png")
-    claims = CLAIMS.get(fig.figure, lambda f, r: [])(fig, rows)
-    s0 = next((r.summaries[0] for r in rows if r.summaries), {})
-    lines = [f"# {fig.title}" + (" (quick)" if quick else ""), ""]
-    lines += [
-        f"- points: {len(rows)}, repetitions each: {reps}; job: {json.dumps(fig.job)}",
-        f"- emulated worker rate: {fig.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
-        f"bytes divided together, so S/B is the paper's); compress {s0.get('compress', fig.compress)}: model "
-        "bytes divided further, so communication takes 1/compress of the paper's time",
-        "- BCT: mean over measured steps of the slowest worker's step time (emulated seconds)",
-    ]
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     if wall_s is None and run:
         wall_s = run["wall_s"] - run.get("queued_s", 0.0)
-    if wall_s is not None:
-        lines.append(
-            f"- wall time of the last sweep: {wall_s / 60:.1f} min (time queued behind other emulations left out)"
-        )
-    lines += [
-        "",
-        f"![{fig.figure}]({fig.figure}.png)",
-        "",
-        "| point | series | group | x | BCT (s) | spread | model min-max (s) | eq. | scale | faithful |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        s = r.summaries[0] if r.summaries else {}
-        model = f"{r.pred['bct_min_s']:.2f}-{r.pred['bct_max_s']:.2f}" if r.pred.get("bct_min_s") else "-"
-        bct = f"{r.bct:.3f}" if r.bct is not None else "failed: " + "; ".join(r.failed)
-        lines.append(
-            f"| {r.point.id} | {r.point.series} | {r.point.group} | {'' if r.point.x is None else f'{r.point.x:g}'} "
-            f"| {bct} | {r.spread:.3f} | {model} | {r.pred.get('equation') or '-'} | {s.get('scale', '-')} "
-            f"| {'yes' if r.faithful else 'no' if r.faithful is False else '-'} |"
-        )
-    lines += ["", "## The paper's claims, checked on these data", ""]
-    for claim, holds, detail in claims or [("(no claim checked)", None, "")]:
-        mark = {True: "holds", False: "does NOT hold", None: "not measured"}[holds]
-        lines.append(f"- **{claim}**: {mark}. {detail}")
-    if fig.paper:
-        lines += ["", f"Paper's stated numbers: {json.dumps(fig.paper)}"]
-    lines += ["", "## Fidelity", ""]
-    for r in rows:
-        lines.append(
-            f"- {r.point.id}: {'faithful' if r.faithful else 'NOT faithful' if r.faithful is False else 'no run'}"
-            f" ({r.fidelity_reason or '; '.join(r.failed)})" + (f"; {notes[r.point.id]}" if r.point.id in notes else "")
-        )
-    (out / "report.md").write_text("\n".join(lines) + "\n")
-    return claims
+    reference = paper_reference()
+    rep = FigureReport(
+        figure=fig.figure,
+        title=fig.title,
+        quick=quick,
+        repetitions=reps,
+        job=fig.job,
+        emulated_mbps=fig.emulated_mbps,
+        compress=fig.compress,
+        wall_s=wall_s,
+        ci_method=CI_METHOD,
+        paper=reference.get(fig.figure) or {},
+        points=[point_result(r, notes.get(r.point.id, "")) for r in rows],
+        claims=evaluate(fig.claims, rows, reference),
+    )
+    write_csv(rep.points, out / "summary.csv")
+    plot(fig, rows, out / f"{fig.figure}.png")
+    (out / "report.md").write_text(markdown(rep))
+    (out / "report.json").write_text(rep.model_dump_json(indent=1))
+    return rep.claims
 
 
 def overview(results: Path, names: list[str]) -> str:
     """Markdown: per figure, the paper's claims as checked on our data, fidelity and wall time
-    (read from each figure's report.md, so it reflects the last run or --report-only)."""
+    (read from each figure's report.json, so it reflects the last run or --report-only)."""
     lines = ["| figure | the paper's claim, checked on our data | faithful points | wall time |", "|---|---|---|---|"]
     for name in names:
-        f = results / name / "report.md"
-        if not f.exists():
-            lines.append(f"| {name} | not replayed yet | - | - |")
+        rep = load_report(results / name)
+        if rep is None:
+            hint = " (redraw: --report-only)" if (results / name / "report.md").exists() else ""
+            lines.append(f"| {name} | not replayed yet{hint} | - | - |")
             continue
-        text = f.read_text().splitlines()
-        claims = [ln[2:] for ln in text if ln.startswith("- **")]
-        fid = [ln for ln in text if ln.startswith("- ") and ("faithful" in ln or "no run" in ln) and "**" not in ln]
-        ok = sum(ln.split(": ", 1)[1].startswith("faithful") for ln in fid if ": " in ln)
-        wall = next((ln.split(": ", 1)[1].split(" (")[0] for ln in text if ln.startswith("- wall time")), "-")
+        claims = [f"**{c.label}**: {c.verdict}." + (f" {c.detail}" if c.detail else "") for c in rep.claims]
+        wall = "-" if rep.wall_s is None else f"{rep.wall_s / 60:.1f} min"
         lines.append(
-            f"| {name} | {'<br>'.join(c.replace('|', '/') for c in claims) or '-'} | {ok}/{len(fid)} | {wall} |"
+            f"| {name} | {'<br>'.join(c.replace('|', '/') for c in claims) or '-'} "
+            f"| {rep.faithful_points}/{len(rep.points)} | {wall} |"
         )
     return "\n".join(lines)

@@ -2,14 +2,14 @@
 
     testbed replay fig13 [--quick] [--repeat N] [--fresh]
 
-Each point runs `repeat` times through the same `run_job` as `testbed run`, into
-results/<figure>/points/<id>/rep<k>/. A finished repetition (its summary.json complete) is kept
-and skipped next time, so an interrupted sweep resumes where it stopped. Before a point runs, its
-offered load is checked against the emulator's budget; a point over it gets a larger scale
-(rates and bytes divided together: S/B is kept), and the report says so.
+Each point runs `repeat` times (3 by default; the quick subset once) through the same `run_job`
+as `testbed run`, into results/<figure>/points/<id>/rep<k>/. A finished repetition (its
+summary.json complete) is kept and skipped next time, so an interrupted sweep resumes where it
+stopped. Before a point runs, its offered load is checked against the emulator's budget; a point
+over it gets a larger scale (rates and bytes divided together: S/B is kept), and the report says so.
 
-Figure files live in workloads/figures/<figure>.yaml (documented there); `--quick` runs the file's
-`quick` subset with its reduced job: the same code path, in about a minute.
+Figure files live in workloads/figures/<figure>.yaml (documented in its README.md); `--quick` runs
+the file's `quick` subset with its reduced job: the same code path, in about a minute.
 """
 
 from __future__ import annotations
@@ -89,6 +89,14 @@ def points_to_run(fig: Figure, quick: bool) -> list[Point]:
     return list(fig.points)
 
 
+def repetitions(fig: Figure, quick: bool, repeat: int | None = None) -> int:
+    """Runs per point: `--repeat`, else the quick subset's (1: a smoke run) or the figure's (3 by
+    default, so each point has a 95% CI over repetitions)."""
+    if repeat:
+        return repeat
+    return fig.quick.repeat if quick and fig.quick else fig.repeat
+
+
 def finished(d: Path) -> dict | None:
     """The summary of a finished repetition, or None (absent, incomplete or unreadable)."""
     f = d / "summary.json"
@@ -114,7 +122,7 @@ def run_figure(
 
     fig = load_figure(name)
     out = results / (f"{name}-quick" if quick else name)
-    reps = repeat or fig.repeat
+    reps = repetitions(fig, quick, repeat)
     todo = [(p, k) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
     if fresh:
         for p, k in todo:

@@ -1,5 +1,6 @@
-"""Figure sweeps: every figure file is valid, finished points are kept (resume), and the report
-checks the paper's claims on the data it is given. The end-to-end replay runs real jobs (root)."""
+"""Figure sweeps: every figure file is valid and samples enough, finished points are kept (resume),
+and the report judges the figure file's claims on the data it is given (not on unfaithful points).
+The end-to-end replay runs real jobs (root)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from pydantic import ValidationError
 
-from testbed import figure, sweep
-from testbed.report import write_report
+from testbed import cli, figure, sweep
+from testbed.report import overview, write_report
+from topologies.schema import one_line_error
 
 
 @pytest.mark.parametrize("name", figure.figure_names())
@@ -32,14 +36,16 @@ def test_unknown_figure_is_one_line():
         figure.load_figure("fig99")
 
 
-def fake_summary(bct: float, t_comm: float, faithful: bool = True, complete: bool = True) -> dict:
+def fake_summary(
+    bct: float, t_comm: float, faithful: bool = True, complete: bool = True, steps: int = 5, ci95: float = 0.1
+) -> dict:
     return {
         "complete": complete,
         "error": "" if complete else "boom",
         "scale": 20.0,
         "compress": 2.0,
         "model_bytes_emulated": 1e6,
-        "bct_s": {"n": 2, "mean": bct} if complete else {"n": 0},
+        "bct_s": {"n": steps, "mean": bct, "ci95": ci95} if complete else {"n": 0},
         "predicted": {
             "equation": "Eq. 5",
             "bct_min_s": t_comm / 2,
@@ -51,33 +57,57 @@ def fake_summary(bct: float, t_comm: float, faithful: bool = True, complete: boo
     }
 
 
-def seed_results(out: Path, fig: figure.Figure, bcts: dict[str, tuple[float, float]]) -> None:
+def seed_results(
+    out: Path, fig: figure.Figure, bcts: dict[str, tuple[float, float]], reps: int = 1, unfaithful: tuple = ()
+) -> None:
+    """Finished repetitions; with reps > 1 they spread by 1% either side of the given BCT (same mean)."""
     for p in fig.points:
         if p.id in bcts:
-            d = figure.rep_dir(out, p, 1)
-            d.mkdir(parents=True)
-            (d / "summary.json").write_text(json.dumps(fake_summary(*bcts[p.id])))
+            bct, t_comm = bcts[p.id]
+            for k in range(1, reps + 1):
+                d = figure.rep_dir(out, p, k)
+                d.mkdir(parents=True)
+                jitter = 1 + 0.01 * (k - (reps + 1) / 2) if reps > 1 else 1.0
+                s = fake_summary(bct * jitter, t_comm, faithful=p.id not in unfaithful)
+                (d / "summary.json").write_text(json.dumps(s))
+
+
+FIG13 = {  # communication model: PSNet 2 s, FatTree 6/12/30 s per step; measured adds ~0.2 s
+    "psnet-vgg16": (2.2, 2.0),
+    "fattree-r1-vgg16": (6.2, 6.0),
+    "fattree-r2-vgg16": (12.2, 12.0),
+    "fattree-r5-vgg16": (30.2, 30.0),
+    "psnet-resnet50": (0.5, 0.4),
+    "fattree-r1-resnet50": (1.3, 1.2),
+    "fattree-r2-resnet50": (2.5, 2.4),
+    "fattree-r5-resnet50": (6.1, 6.0),
+}
+
+
+def test_every_replay_point_samples_enough_and_quick_stays_a_smoke_run():
+    for name in figure.figure_names():
+        fig = figure.load_figure(name)
+        assert sweep.repetitions(fig, quick=False) >= 3, name
+        assert sweep.repetitions(fig, quick=True) == 1, name
+        assert sweep.repetitions(fig, quick=True, repeat=2) == 2, name
+        for p in fig.points:
+            assert sweep.point_experiment(fig, p, quick=False).job.iterations >= 5, (name, p.id)
+        for pid in fig.quick.points:
+            p = next(p for p in fig.points if p.id == pid)
+            assert sweep.point_experiment(fig, p, quick=True).job.iterations <= 2, (name, pid)
 
 
 def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
     fig = figure.load_figure("fig13")
-    # communication model: PSNet 2 s, FatTree 6/12/30 s per step; measured adds ~0.2 s
-    bcts = {
-        "psnet-vgg16": (2.2, 2.0),
-        "fattree-r1-vgg16": (6.2, 6.0),
-        "fattree-r2-vgg16": (12.2, 12.0),
-        "fattree-r5-vgg16": (30.2, 30.0),
-        "psnet-resnet50": (0.5, 0.4),
-        "fattree-r1-resnet50": (1.3, 1.2),
-        "fattree-r2-resnet50": (2.5, 2.4),
-        "fattree-r5-resnet50": (6.1, 6.0),
-    }
-    seed_results(tmp_path / "fig13", fig, bcts)
+    seed_results(tmp_path / "fig13", fig, FIG13, reps=3)
     t0 = time.monotonic()
     out = sweep.run_figure("fig13", results=tmp_path, progress=False)  # all finished: nothing runs
     assert time.monotonic() - t0 < 20
     rows = {r["point"]: r for r in csv.DictReader((out / "summary.csv").open())}
     assert float(rows["fattree-r5-vgg16"]["bct_mean_s"]) == pytest.approx(30.2)
+    # the 95% CI over 3 repetitions 29.898, 30.2, 30.502: t(2) 4.303 x sd 0.302 / sqrt(3)
+    assert float(rows["fattree-r5-vgg16"]["bct_ci95_s"]) == pytest.approx(4.303 * 0.302 / 3**0.5, rel=1e-3)
+    assert rows["fattree-r5-vgg16"]["ci_over"] == "repetitions" and rows["fattree-r5-vgg16"]["reps"] == "3"
     assert (out / "fig13.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "report.md").read_text()
     assert "**VGG-16: PSNet faster than FatTree r=1**: holds. FatTree r=1 6.20 s / PSNet 2.20 s = 2.82x" in report
@@ -85,6 +115,37 @@ def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
     # 2.82x is > 15% away from the paper's 1.89x: the report explains it with the model
     assert "**VGG-16: speed-up within 15% of the paper's 1.89x**: does NOT hold" in report
     assert "the paper's 1.89x at this S/B implies" in report
+    assert "| fattree-r5-vgg16 | FatTree r=5 | VGG-16 |  | 30.200 | ±0.750 | 3 reps |" in report
+    assert "Student t over the repetitions' mean BCTs" in report
+    rep = report_json(out)
+    assert [c["holds"] for c in rep["claims"] if c["group"] == "ResNet50"] == [True, False, True]
+    assert all(p["faithful"] is True and p["repetitions"] == 3 for p in rep["points"])
+    # the headline reads the paper's numbers from the one reference file, our ratios from report.json
+    assert cli.speedup_table(out) == (
+        "PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x; ResNet50: paper 1.92x, measured 2.60x"
+    )
+
+
+def report_json(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
+def test_a_claim_on_an_unfaithful_point_is_not_judged(tmp_path):
+    fig = figure.load_figure("fig13")
+    out = tmp_path / "fig13"
+    seed_results(out, fig, FIG13, unfaithful=("fattree-r2-resnet50",))
+    claims = {(c.group, c.label): c for c in write_report(fig, out, fig.points, 1, {})}
+    mono = claims[("ResNet50", "ResNet50: FatTree slower as r grows")]
+    assert mono.holds is None
+    assert mono.verdict == "not judged (point not faithful: fattree-r2-resnet50: ovs at 99%)"
+    assert "FatTree r=2 2.50 s" in mono.detail  # the numbers are shown all the same
+    # claims on faithful points only are judged on the numbers: 1.3 / 0.5 = 2.60x, 2.60 vs 1.92 is 35% off
+    assert claims[("ResNet50", "ResNet50: PSNet faster than FatTree r=1")].holds is True
+    assert claims[("ResNet50", "ResNet50: speed-up within 15% of the paper's 1.92x")].holds is False
+    assert claims[("VGG-16", "VGG-16: FatTree slower as r grows")].holds is True
+    text = (out / "report.md").read_text()
+    assert "**ResNet50: FatTree slower as r grows**: not judged (point not faithful: fattree-r2-resnet50" in text
+    assert "| fattree-r2-resnet50 | FatTree r=2 | ResNet50 |  | 2.500 | ±0.100 | 5 steps |" in text
 
 
 def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):
@@ -97,9 +158,40 @@ def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):
     claims = write_report(fig, out, fig.points, 1, {})
     text = (out / "report.md").read_text()
     assert "failed: rep1: boom" in text and "failed: rep1: not run" in text
-    assert ("VGG-16: BCT falls from K=1 to K=2", True, "4.00 s -> 2.10 s") in claims
-    assert any(c[0] == "VGG-16: K=2 and K=3 almost equal (within 10%)" and c[1] is True for c in claims)
+    falls = next(c for c in claims if c.label == "VGG-16: BCT falls from K=1 to K=2")
+    assert (falls.holds, falls.detail) == (True, "K=1 4.00 s -> K=2 2.10 s")
+    assert any(c.label == "VGG-16: K=2 and K=3 almost equal (within 10%)" and c.holds is True for c in claims)
+    # ResNet50 has no measured point: its claims are listed, not judged
+    assert [c.verdict for c in claims if c.group == "ResNet50"] == ["not measured", "not measured"]
     assert sweep.finished(d) is None
+
+
+def test_the_overview_reads_each_figures_report_json(tmp_path):
+    fig = figure.load_figure("fig10")
+    seed_results(tmp_path / "fig10", fig, {"k1-vgg16": (4.0, 3.8), "k2-vgg16": (2.1, 1.9)})
+    write_report(fig, tmp_path / "fig10", fig.points, 1, {}, wall_s=90.0)
+    table = overview(tmp_path, ["fig10", "fig11"]).splitlines()
+    assert table[2].startswith("| fig10 | **VGG-16: BCT falls from K=1 to K=2**: holds. K=1 4.00 s -> K=2 2.10 s<br>")
+    assert table[2].endswith("| 2/6 | 1.5 min |")
+    assert table[3] == "| fig11 | not replayed yet | - | - |"
+
+
+def test_a_claim_naming_a_missing_series_or_paper_number_is_one_line():
+    data = yaml.safe_load((figure.FIGURES / "fig13.yaml").read_text())
+    data["claims"][0]["than"] = "FatTree r=3"
+    with pytest.raises(ValidationError) as err:
+        figure.Figure.model_validate(data)
+    assert one_line_error("fig13.yaml", err.value, figure.Figure) == (
+        "fig13.yaml: claims.0.series: no point has series 'FatTree r=3'; use one of 'PSNet', 'FatTree r=1', "
+        "'FatTree r=2', 'FatTree r=5'"
+    )
+    data["claims"][0].update(than="FatTree r=1", paper="fig13.speedup")
+    with pytest.raises(ValidationError) as err:
+        figure.Figure.model_validate(data)
+    assert one_line_error("fig13.yaml", err.value, figure.Figure).startswith(
+        "fig13.yaml: claims.0.paper: 'fig13.speedup' is not in psnet-paper.yaml (keys under fig13: "
+        "speedup_vs_fattree_r1,"
+    )
 
 
 @pytest.mark.root
@@ -108,10 +200,20 @@ def test_quick_replay_end_to_end_then_resume(tmp_path):
     out = sweep.run_figure("fig13", quick=True, results=tmp_path, progress=False)
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert [r["point"] for r in rows] == ["psnet-vgg16", "fattree-r1-vgg16"]
-    assert all(float(r["bct_mean_s"]) > 0 and r["faithful"] in ("True", "False") and r["fidelity"] for r in rows)
+    assert all(float(r["bct_mean_s"]) > 0 and r["reps"] == "1" and r["fidelity"] for r in rows)
     report = (out / "report.md").read_text()
-    assert "PSNet faster than FatTree r=1" in report and "## Fidelity" in report
+    assert "## Fidelity" in report
     assert (out / "fig13.png").stat().st_size > 10_000
+    # the claim's outcome follows the verdicts: judged on the numbers only when both points were faithful
+    ps, ft = ({p["id"]: p for p in report_json(out)["points"]}[i] for i in ("psnet-vgg16", "fattree-r1-vgg16"))
+    claim = next(c for c in report_json(out)["claims"] if c["label"] == "VGG-16: PSNet faster than FatTree r=1")
+    if ps["faithful"] and ft["faithful"]:
+        assert claim["holds"] is (ft["bct_mean_s"] / ps["bct_mean_s"] > 1)
+        assert claim["verdict"] == ("holds" if claim["holds"] else "does NOT hold")
+    else:
+        assert ps["faithful"] is False or ft["faithful"] is False
+        assert claim["holds"] is None and claim["verdict"].startswith("not judged (point not faithful: ")
+    assert f"**VGG-16: PSNet faster than FatTree r=1**: {claim['verdict']}." in report
     t0 = time.monotonic()
     sweep.run_figure("fig13", quick=True, results=tmp_path, progress=False)
     assert time.monotonic() - t0 < 20  # both points kept, nothing rerun
