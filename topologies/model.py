@@ -256,7 +256,8 @@ class Kind(ABC):
     #: the paper's BCT model for this kind, or None where the paper gives none
     bct: ClassVar[BctFacts | None] = None
     #: random failures draw from cables of these kinds and switches of these roles: the ones
-    #: whose loss leaves every worker a path (no host's only cable)
+    #: whose loss leaves every worker a path (never a worker's own cable; but with PSNet R = 1,
+    #: as in psnet-1tor, or BCube k = 0 a PS's or server's only cable is among them)
     failure_links: ClassVar[tuple[LinkKind, ...]] = ()
     failure_switches: ClassVar[tuple[Role, ...]] = ()
     #: drawing layer of each role, top (0) to bottom (`testbed topo show`)

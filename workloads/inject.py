@@ -38,8 +38,8 @@ class Unrecoverable(RuntimeError):
 
 def candidates(net: Network, rf: RandomFailures) -> dict[str, list]:
     """What random failures may pick from: cables as (a, b) pairs and switch names, by default
-    the ones whose loss leaves every worker a path to its PSs (no host's only cable), as the
-    topology's kind lists them."""
+    the ones whose loss leaves every worker a path to its PSs, as the topology's kind lists them
+    (`Kind.failure_links`, `Kind.failure_switches`)."""
     kinds = rf.kinds or net.family.failure_candidates
     links = sorted({tuple(sorted((ln.a, ln.b))) for ln in net.links if ln.kind in kinds})
     switches = [n.name for n in net.switches() if n.role.value in kinds]
