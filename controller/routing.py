@@ -153,7 +153,7 @@ def switch_flows(net: Network, circuits: Circuits, paths: dict[tuple[str, str], 
         ecs, wp, tp = wl.b, wl.port_b, slot.port_a
         flows[ecs].add(Flow(PRIO_CIRCUIT, COOKIE_CIRCUIT, (("in_port", wp),), tp))
         flows[ecs].add(Flow(PRIO_CIRCUIT, COOKIE_CIRCUIT, (("in_port", tp),), wp))
-    if net.kind == "bcube":  # switches forward to the next server's NIC by its MAC
+    if net.family.l2_by_next_server:  # switches forward to the next server's NIC by its MAC
         for ln in net.links:
             host, sw = (ln.a, ln.b) if net.nodes[ln.a].is_host else (ln.b, ln.a)
             mac = net.mac(host, ln.port_of(host))

@@ -8,8 +8,8 @@ programs what these return, and tests check them without a switch.
 
 from __future__ import annotations
 
-from topologies.model import Link, Network, Role
-from topologies.schema import PSNetSpec
+from topologies.kinds.psnet import PSNetSpec
+from topologies.model import Link, LinkKind, Network, Role
 
 #: worker name -> the ECS-ToR link (a "slot" of a ToR) its circuit uses
 Circuits = dict[str, Link]
@@ -21,12 +21,12 @@ class CircuitError(ValueError):
 
 def slots(net: Network, tor: str) -> list[Link]:
     """ECS-facing links of a ToR, in port order."""
-    return sorted((ln for ln in net.links_of(tor) if ln.kind == "ecs-tor"), key=lambda ln: ln.port_of(tor))
+    return sorted((ln for ln in net.links_of(tor) if ln.kind is LinkKind.ECS_TOR), key=lambda ln: ln.port_of(tor))
 
 
 def worker_link(net: Network, worker: str) -> Link:
     """The cable between a worker and its module's ECS."""
-    (ln,) = [ln for ln in net.links_of(worker) if ln.kind == "worker-ecs"]
+    (ln,) = [ln for ln in net.links_of(worker) if ln.kind is LinkKind.WORKER_ECS]
     return ln
 
 
@@ -40,7 +40,7 @@ def initial_circuits(net: Network) -> Circuits:
     Workers stay on their home ToR (the one their address names) where the deployment allows,
     so the fewest circuits differ from the default layout.
     """
-    if net.kind != "psnet":
+    if not net.family.has_ecs:
         return {}
     spec: PSNetSpec = net.spec  # type: ignore[assignment]
     circuits: Circuits = {}
@@ -84,7 +84,7 @@ def recircuit(net: Network, circuits: Circuits, worker: str, tor: str, down: fro
 def deployment(net: Network, circuits: Circuits) -> dict[int, list[int]]:
     """worker(i,j,k) per module, as the paper writes deployments (PSNet only)."""
     out: dict[int, list[int]] = {}
-    if net.kind != "psnet":
+    if not net.family.has_ecs:
         return out
     for m in sorted({n.module for n in net.by_role(Role.TOR)}):
         tors = module_tors(net, m)
@@ -96,7 +96,7 @@ def tor_works(net: Network, tor: str, down: frozenset) -> bool:
     """A ToR a worker can be circuited to: its cables to every live PS of its module are up (a PS
     whose every cable is down has failed and does not count)."""
     for ln in net.links_of(tor):
-        if ln.kind != "ps-tor" or ln.key not in down:
+        if ln.kind is not LinkKind.PS_TOR or ln.key not in down:
             continue
         ps = ln.other(tor)
         if any(other.key not in down for other in net.links_of(ps)):

@@ -10,19 +10,6 @@ import networkx as nx
 from controller.tc import deployment, initial_circuits
 from topologies.model import Network, Role
 
-#: drawing layers, top to bottom
-_LAYER = {
-    Role.CORE: 0,
-    Role.SUPERNODE: 0,
-    Role.AGG: 1,
-    Role.PS: 1,
-    Role.TOR: 2,
-    Role.BSWITCH: 1,
-    Role.ECS: 3,
-    Role.WORKER: 4,
-    Role.IDLE: 4,
-    Role.STANDBY: 1,
-}
 _COLOR = {
     Role.WORKER: "tab:green",
     Role.PS: "tab:red",
@@ -41,7 +28,7 @@ def describe(net: Network) -> str:
     """Human-readable summary of a built model."""
     spec = net.spec
     lines = [
-        f"{net.name}: {net.kind}, scale {spec.scale:g} (emulated rate = paper rate / scale), "
+        f"{net.name}: {net.family.name}, scale {spec.scale:g} (emulated rate = paper rate / scale), "
         f"routing {spec.routing}, seed {spec.seed}"
     ]
     roles = Counter(n.role.value for n in net.nodes.values())
@@ -77,7 +64,8 @@ def describe(net: Network) -> str:
 
 
 def draw(net: Network, path: Path) -> Path:
-    """Layered drawing of the physical topology (parallel cables drawn once, labelled xN)."""
+    """Layered drawing of the physical topology (parallel cables drawn once, labelled xN); the
+    kind gives each role its layer (a PSNet PS hangs below its ToRs; elsewhere PSs are hosts)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -85,15 +73,14 @@ def draw(net: Network, path: Path) -> Path:
 
     g = nx.Graph()
     mult: Counter = Counter()
-    for n in net.nodes.values():  # a PSNet PS hangs below its ToRs; elsewhere PSs are plain hosts
-        ps_like = n.role in (Role.PS, Role.STANDBY)
-        layer = 3 if ps_like and net.kind == "psnet" else 4 if ps_like else _LAYER[n.role]
-        g.add_node(n.name, layer=layer)
+    layers = net.family.layers
+    for n in net.nodes.values():
+        g.add_node(n.name, layer=layers[n.role])
     for ln in net.links:
         g.add_edge(ln.a, ln.b)
         mult[frozenset((ln.a, ln.b))] += 1
     pos = nx.multipartite_layout(g, subset_key="layer", align="horizontal", scale=-1)
-    width = max(8.0, 0.55 * max(Counter(_LAYER[n.role] for n in net.nodes.values()).values()))
+    width = max(8.0, 0.55 * max(Counter(layers[n.role] for n in net.nodes.values()).values()))
     fig, ax = plt.subplots(figsize=(width, 6))
     nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.4)
     colors = [_COLOR[net.nodes[n].role] for n in g.nodes]
@@ -101,7 +88,7 @@ def draw(net: Network, path: Path) -> Path:
     nx.draw_networkx_labels(g, pos, ax=ax, font_size=6)
     labels = {tuple(e): f"x{c}" for e, c in mult.items() if c > 1}
     nx.draw_networkx_edge_labels(g, pos, edge_labels=labels, ax=ax, font_size=6)
-    ax.set_title(f"{net.name} ({net.kind}, scale {net.spec.scale:g})")
+    ax.set_title(f"{net.name} ({net.family.name}, scale {net.spec.scale:g})")
     ax.axis("off")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")

@@ -1,11 +1,15 @@
 """The shared model: node and link counts, addresses, identities and port numbers of every builder.
 
 Every builder is built at two sizes or more. Port numbers are checked against the model's own
-lookup (`link_at`) and against the Mininet Topo that transcribes it, the check ripl lacked.
+lookup (`link_at`) and against the Mininet Topo that transcribes it, the check ripl lacked. Each
+kind's node identity is checked both ways (name -> numbers -> address/MAC/DPID and back), and
+every shipped file must build exactly as recorded in tests/fixtures/shipped_topologies.json.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -13,11 +17,15 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from topologies.bcube import digits
+from topologies import kinds as topo_kinds
 from topologies.build import build_network, load_network
+from topologies.kinds.bcube import BCubeId, digits, undigits
+from topologies.kinds.fattree import FatTreeId
+from topologies.kinds.fattree import Tier as FatTier
+from topologies.kinds.psnet import PSNetId, home_tors, supernode_graph
+from topologies.kinds.psnet import Tier as PSNetTier
 from topologies.mininet_topo import ModelTopo
-from topologies.model import Network, Node, Role
-from topologies.psnet import home_tors, supernode_graph
+from topologies.model import LinkKind, Network, Node, Role, dpid_for, dpid_parts, mac_parts
 from topologies.schema import parse_spec
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"
@@ -462,3 +470,170 @@ def test_shipped_scales():
     assert emulated["psnet-testbed"]["tor-supernode"] == 300
     assert emulated["fattree-testbed"] == {"host-tor": 100, "tor-agg": 100, "agg-core": 100}
     assert emulated["bcube-4-1"] == {"server-switch": 25}
+
+
+# --- shipped files build exactly as recorded -------------------------------------------------
+SHIPPED = sorted(TOPOLOGIES.glob("*.yaml"))
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "shipped_topologies.json"
+
+
+def fingerprint(net: Network) -> dict:
+    """Every node's name/role/address/DPID, every cable's ends/ports/rates/kind, every MAC and the
+    intended pairs: what the builder decides, as plain JSON values."""
+    return {
+        "kind": net.kind,
+        "nodes": [[n.name, str(n.role), n.ip, n.dpid, n.module, n.index, n.relay] for n in net.nodes.values()],
+        "links": [[ln.a, ln.port_a, ln.b, ln.port_b, ln.paper_mbps, ln.mbps, str(ln.kind)] for ln in net.links],
+        "macs": sorted([h, p, m] for (h, p), m in net.macs.items()),
+        "pairs": [list(p) for p in net.intended_pairs()],
+    }
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_topology_builds_as_recorded(path):
+    net = load_network(path)
+    want = json.loads(GOLDEN.read_text())[path.name]
+    digest = hashlib.sha256(json.dumps(fingerprint(net), sort_keys=True).encode()).hexdigest()
+    assert (len(net.nodes), len(net.links)) == (want["nodes"], want["links"])
+    assert digest == want["sha256"], (
+        f"{path.name} no longer builds as recorded; if the change is intended, set its sha256 in {GOLDEN} to {digest}"
+    )
+
+
+def test_every_shipped_file_is_recorded():
+    assert sorted(json.loads(GOLDEN.read_text())) == [p.name for p in SHIPPED]
+
+
+# --- node identity: name <-> numbers <-> address <-> MAC <-> DPID, both ways, per kind ------
+#: the builders' networks above, every shipped file, and the smallest shapes (R = 1, BCube k = 0)
+IDENTITY_NETWORKS = {
+    **NETWORKS,
+    **{p.stem: (lambda p=p: load_network(p)) for p in SHIPPED},
+    "bcube-2-0": lambda: bcube(n=2, k=0),
+    "psnet-R1-H2": lambda: psnet(modules=2, tors=1, ps=1, workers=2, standby_ps=1),
+}
+
+
+@pytest.fixture(params=IDENTITY_NETWORKS.values(), ids=IDENTITY_NETWORKS.keys())
+def any_net(request) -> Network:
+    return request.param()
+
+
+def test_identity_from_the_name_gives_what_the_builder_made(any_net):
+    """name -> numbers -> name, address, DPID and the MAC of every NIC, for every node."""
+    for n in any_net.nodes.values():
+        i = any_net.node_id(n.name)
+        assert (i.name, i.ip, i.dpid, i.is_host) == (n.name, n.ip, n.dpid, n.is_host)
+        for ln in any_net.links_of(n.name):
+            port = ln.port_of(n.name)
+            assert i.mac(port) == (any_net.mac(n.name, port) if n.is_host else None)
+
+
+def test_identity_parses_back_from_address_mac_and_dpid(any_net):
+    """address / MAC / DPID -> numbers: the same identity as the name gives."""
+    cls, spec = any_net.family.node_id, any_net.spec
+    for n in any_net.nodes.values():
+        i = cls.from_name(n.name, spec)
+        assert cls.from_ip(n.ip, spec) == i
+        if n.dpid is not None:
+            assert cls.from_dpid(n.dpid, spec) == i
+        for (host, _port), mac in any_net.macs.items():
+            if host == n.name:
+                assert cls.from_mac(mac, spec) == i
+
+
+def test_identity_numbers_per_kind():
+    """The numbers each kind's identity carries, as its README table names them."""
+    pn = load_network(TOPOLOGIES / "psnet-standby.yaml")
+    assert pn.node_id("w1_3_2") == PSNetId(PSNetTier.WORKER, 1, 3, 2)
+    assert pn.node_id("ps1_3") == PSNetId(PSNetTier.PS, 1, 0, 3)  # the standby is a PS by position
+    assert pn.node_id("sn1") == PSNetId(PSNetTier.SUPERNODE, 1, 4)  # swid R + 1 in its address
+    assert PSNetId.from_ip("10.1.4.0", pn.spec).name == "sn1" and PSNetId.from_ip("10.1.3.0", pn.spec).name == "t1_3"
+    ft = load_network(TOPOLOGIES / "fattree-k4.yaml")
+    assert ft.node_id("c2_1") == FatTreeId(FatTier.CORE, 4, 2, 1)  # ripl: core (k, j, i)
+    assert (
+        FatTreeId.from_ip("10.3.2.1", ft.spec).name == "a3_2" and FatTreeId.from_ip("10.3.1.1", ft.spec).name == "e3_1"
+    )
+    assert FatTreeId.from_dpid(dpid_for(Role.TOR, 3, 1), ft.spec) == ft.node_id("e3_1")
+    bc = bcube(n=3, k=2)
+    assert bc.node_id("s2_0_1").index == undigits((2, 0, 1), 3) == 19
+    assert bc.node_id("b1_2_0") == BCubeId(False, 6, 1, 3, 2)
+    assert BCubeId.from_mac("02:03:0a:01:00:14", bc.spec).name == "s2_0_1"  # NIC of level 2
+
+
+@pytest.mark.parametrize(
+    ("file", "method", "value"),
+    [
+        ("psnet-testbed", "from_name", "t1_4"),  # R = 3
+        ("psnet-testbed", "from_name", "w2_1_1"),  # one module
+        ("psnet-testbed", "from_name", "w1_1_3"),  # two workers per home ToR
+        ("psnet-testbed", "from_name", "ps1_3"),  # no standby here
+        ("psnet-testbed", "from_name", "x1"),
+        ("psnet-testbed", "from_name", "t1"),
+        ("psnet-testbed", "from_ip", "10.1.5.0"),  # above the SuperNode
+        ("psnet-testbed", "from_ip", "192.168.1.1"),
+        ("psnet-testbed", "from_dpid", dpid_for(Role.AGG, 0, 0)),
+        ("psnet-testbed", "from_mac", "02:01:0a:01:00:01"),  # a PS's NICs share NIC byte 0
+        ("psnet-testbed", "from_mac", "02:00:0a:01:01:00"),  # a ToR has no MAC
+        ("psnet-testbed", "from_mac", "aa:00:0a:01:01:01"),
+        ("fattree-testbed", "from_name", "h2_0_2"),  # 2 pods built
+        ("fattree-testbed", "from_name", "c3_1"),  # k/2 = 2
+        ("fattree-testbed", "from_name", "a0_1"),  # aggregation switches are k/2..k-1
+        ("fattree-testbed", "from_ip", "10.0.0.4"),  # hosts 2..k/2+1
+        ("fattree-testbed", "from_dpid", dpid_for(Role.ECS, 1)),
+        ("fattree-testbed", "from_dpid", 7 << 32),
+        ("bcube-4-1", "from_name", "s4_0"),  # digit >= n
+        ("bcube-4-1", "from_name", "s1"),  # k + 1 digits
+        ("bcube-4-1", "from_name", "b2_0"),  # levels 0..k
+        ("bcube-4-1", "from_ip", "10.1.0.17"),  # 16 servers
+        ("bcube-4-1", "from_mac", "02:03:0a:01:00:01"),  # NICs 1..k+1
+    ],
+)
+def test_identity_refuses_what_the_topology_lacks(file, method, value):
+    net = load_network(TOPOLOGIES / f"{file}.yaml")
+    with pytest.raises(ValueError):
+        getattr(net.family.node_id, method)(value, net.spec)
+
+
+def test_address_packing_inverts():
+    assert dpid_parts(dpid_for(Role.BSWITCH, 1, 2, 3)) == (Role.BSWITCH, 1, 2, 3)
+    assert mac_parts("02:02:0a:01:00:05") == ("10.1.0.5", 2)
+
+
+# --- kinds: the registry and what each kind states about itself -------------------------------
+
+
+def test_registry_knows_every_kind_and_refuses_others():
+    assert topo_kinds.names() == ["bcube", "fattree", "psnet"]
+    for name in topo_kinds.names():
+        kind = topo_kinds.get(name)
+        assert kind.name == name and kind.spec_class.model_fields["kind"].annotation.__args__ == (name,)
+    with pytest.raises(ValueError, match="unknown kind 'ring'; use one of bcube, fattree, psnet"):
+        topo_kinds.get("ring")
+
+
+def test_a_network_carries_the_kind_that_built_it(any_net):
+    assert any_net.family is topo_kinds.get(any_net.spec.kind)
+    assert any_net.kind == any_net.family.name
+
+
+def test_kind_capabilities_match_what_its_builder_makes(any_net):
+    kind = any_net.family
+    assert kind.has_ecs == bool(any_net.by_role(Role.ECS))
+    assert kind.l2_by_next_server == any(h.relay for h in any_net.hosts())
+    assert set(roles(any_net)) <= set(kind.layers)  # every node gets a drawing layer
+    assert {str(r) for r in kind.failure_switches} <= {str(r) for r in roles(any_net)}
+    # a worker's own cable is never a default failure candidate, except a BCube server's (it has k+1)
+    assert all(ln.kind not in kind.failure_links for w in any_net.workers() for ln in any_net.links_of(w.name)) or (
+        kind.l2_by_next_server
+    )
+    if kind.bct is not None:  # the cables the BCT model reads B_w and B_s from exist
+        assert all(ln.kind is kind.bct.worker_link for w in any_net.workers() for ln in any_net.links_of(w.name))
+        assert all(ln.kind is kind.bct.ps_link for p in any_net.pss() for ln in any_net.links_of(p.name))
+        assert kind.bct.shared_links <= set(kinds(any_net))
+
+
+def test_link_kinds_are_an_enum_that_prints_as_before(any_net):
+    assert all(isinstance(ln.kind, LinkKind) for ln in any_net.links)
+    assert {f"{ln.kind}" for ln in any_net.links} <= {k.value for k in LinkKind}
+    assert json.dumps(LinkKind.PS_TOR) == '"ps-tor"'

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from topologies import kinds
 from topologies.build import build_network
 from topologies.schema import (
     EMULATOR_CEILING_MBPS,
@@ -327,3 +328,11 @@ def test_readme_documents_every_field_and_shipped_file():
             assert f"`{field}`" in readme, f"{cls.__name__}.{field} is not in topologies/README.md"
     for path in SHIPPED:
         assert f"`{path.name}`" in readme, f"{path.name} is not in topologies/README.md"
+
+
+def test_each_file_validates_into_its_kinds_own_spec():
+    """parse_spec picks the spec class of the kind module the file names (one home per kind)."""
+    for data in (PSNET, FATTREE, BCUBE):
+        spec = parse_spec(data, "x.yaml")
+        assert type(spec) is kinds.get(data["kind"]).spec_class
+        assert type(spec) in (PSNetSpec, FatTreeSpec, BCubeSpec)  # still importable from topologies.schema

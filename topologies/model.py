@@ -1,20 +1,28 @@
 """The one topology model shared by the Mininet builder, the controller and the BCT model.
 
 A `Network` is data: nodes with roles and addresses, links with port numbers on both ends and
-their rates. Builders (psnet.py, fattree.py, bcube.py) only add nodes and links; port numbers are
+their rates. Builders (topologies/kinds/<kind>.py) only add nodes and links; port numbers are
 decided here, once, when a link is added, and the Mininet Topo and the controller both read them
 back (ripl's bug was computing ports twice).
+
+`Kind` is what every topology family provides (spec, builder, node identity, intended pairs,
+failure candidates, drawing layers, BCT facts, controller capabilities); the families live in
+topologies/kinds/ and everything outside topologies/ asks a network's `family` instead of
+comparing kind names. It is defined here, beside `Network`, because a network carries its kind.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address
+from typing import ClassVar, Self
 
 import networkx as nx
 
-from topologies.schema import TopologySpec
+from topologies.spec import SpecBase
 
 
 class Role(StrEnum):
@@ -34,8 +42,25 @@ class Role(StrEnum):
 
 HOST_ROLES = frozenset({Role.WORKER, Role.PS, Role.IDLE, Role.STANDBY})
 
+
+class LinkKind(StrEnum):
+    """What a cable joins; a StrEnum like Role, so files, tables and CSVs show the same strings."""
+
+    WORKER_ECS = "worker-ecs"  # PSNet: a worker's cable to its module's ECS
+    ECS_TOR = "ecs-tor"  # PSNet: an ECS port facing a ToR (a circuit "slot")
+    TOR_SUPERNODE = "tor-supernode"  # PSNet: a ToR's uplink
+    PS_TOR = "ps-tor"  # PSNet: one NIC of a multi-NIC PS
+    SUPERNODE = "supernode"  # PSNet: between two modules' SuperNode switches
+    HOST_TOR = "host-tor"  # FatTree: a host's cable to its edge switch
+    TOR_AGG = "tor-agg"  # FatTree: edge to aggregation
+    AGG_CORE = "agg-core"  # FatTree: aggregation to core
+    SERVER_SWITCH = "server-switch"  # BCube: one NIC of a server
+
+
+# --- addresses: the packing every kind's node identity uses, and its inverse -----------------
 #: One byte per switch role in the DPID, so DPIDs of different roles never collide.
 _DPID_ROLE = {Role.ECS: 1, Role.TOR: 2, Role.SUPERNODE: 3, Role.AGG: 4, Role.CORE: 5, Role.BSWITCH: 6}
+_ROLE_OF_DPID = {v: k for k, v in _DPID_ROLE.items()}
 
 
 def dpid_for(role: Role, *nums: int) -> int:
@@ -44,10 +69,45 @@ def dpid_for(role: Role, *nums: int) -> int:
     return (_DPID_ROLE[role] << 32) | (a << 16) | (b << 8) | c
 
 
+def dpid_parts(dpid: int) -> tuple[Role, int, int, int]:
+    """The inverse of dpid_for: (role, a, b, c); ValueError for a DPID no builder makes."""
+    role = _ROLE_OF_DPID.get(dpid >> 32)
+    if role is None or dpid >> 40:
+        raise ValueError(f"DPID {dpid:#x} packs no switch role of this testbed")
+    return role, (dpid >> 16) & 0xFFFF, (dpid >> 8) & 0xFF, dpid & 0xFF
+
+
 def mac_for(ip: str, nic: int = 0) -> str:
     """Locally administered MAC `02:nic:ip`: unique per (address, NIC), readable in dumps."""
     octets = IPv4Address(ip).packed
     return ":".join(f"{x:02x}" for x in (0x02, nic, *octets))
+
+
+def mac_parts(mac: str) -> tuple[str, int]:
+    """The inverse of mac_for: (ip, nic); ValueError for a MAC no builder makes."""
+    try:
+        octets = bytes(int(x, 16) for x in mac.split(":"))
+    except ValueError:
+        octets = b""
+    if len(octets) != 6 or octets[0] != 0x02:
+        raise ValueError(f"MAC {mac} is not a testbed host MAC (02:nic:a:b:c:d)")
+    return str(IPv4Address(octets[2:])), octets[1]
+
+
+def ip_octets(ip: str) -> tuple[int, int, int, int]:
+    """The four octets of a dotted IPv4 address (ValueError if it is not one)."""
+    a, b, c, d = IPv4Address(ip).packed
+    return a, b, c, d
+
+
+def name_numbers(name: str, prefix: str, count: int) -> tuple[int, ...]:
+    """The numbers of a node name `{prefix}{n}_{n}...` (ValueError if it does not have `count`)."""
+    if not name.startswith(prefix):
+        raise ValueError(f"{name}: expected a name starting with {prefix!r}")
+    parts = name[len(prefix) :].split("_")
+    if len(parts) != count or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{name}: expected {prefix}" + "_".join(["N"] * count))
+    return tuple(int(p) for p in parts)
 
 
 @dataclass(frozen=True)
@@ -58,8 +118,8 @@ class Node:
     role: Role
     ip: str
     dpid: int | None = None
-    module: int = 0  # PSNet module / FatTree pod / BCube level (switches)
-    index: int = 0  # PSNet ToR swid or home ToR of a worker; FatTree ToR number
+    module: int = 0  # PSNet module / FatTree pod / BCube level (switches); `Network.node_id` names it
+    index: int = 0  # PSNet ToR swid or home ToR of a worker; FatTree ToR number; BCube server/switch index
     relay: bool = False  # BCube servers forward packets between their NICs
 
     @property
@@ -77,7 +137,7 @@ class Link:
     port_b: int
     paper_mbps: float
     mbps: float
-    kind: str
+    kind: LinkKind
 
     @property
     def key(self) -> tuple[str, int, str, int]:
@@ -100,11 +160,144 @@ class Link:
         return f"{node}-eth{self.port_of(node)}"
 
 
+class NodeId(ABC):
+    """A node's identity in one kind: its numbers, and its name, address, MAC and DPID from them.
+
+    Each kind has one frozen dataclass of these (as ripl's NodeID); the builder makes its nodes
+    from it, so the conversions both ways live in one place. Parsing takes the spec: some numbers
+    (PSNet's R, FatTree's k, BCube's n and k) are the topology's, not the name's or address's.
+    """
+
+    @classmethod
+    @abstractmethod
+    def from_name(cls, name: str, spec: SpecBase) -> Self: ...
+
+    @classmethod
+    @abstractmethod
+    def from_ip(cls, ip: str, spec: SpecBase) -> Self: ...
+
+    @classmethod
+    @abstractmethod
+    def from_dpid(cls, dpid: int, spec: SpecBase) -> Self: ...
+
+    @classmethod
+    def from_mac(cls, mac: str, spec: SpecBase) -> Self:
+        """A host from any of its NICs' MACs (switches have none: they are named by DPID)."""
+        ip, nic = mac_parts(mac)
+        node = cls.from_ip(ip, spec)
+        if not node.is_host or not node.has_nic(nic):
+            raise ValueError(f"MAC {mac} is no NIC of {node.name}")
+        return node
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def ip(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def is_host(self) -> bool: ...
+
+    @property
+    def dpid(self) -> int | None:
+        """A switch's DPID; None for a host."""
+        return None
+
+    def mac(self, port: int = 1) -> str | None:
+        """The MAC of a host's NIC on `port` (None for a switch); the same on every port by default."""
+        return mac_for(self.ip) if self.is_host else None
+
+    def has_nic(self, nic: int) -> bool:
+        """Whether a host's MACs carry NIC byte `nic` (0: one MAC on every port, by default)."""
+        return nic == 0
+
+
+class BctScenario(StrEnum):
+    """Which of the paper's BCT equations a kind's jobs follow."""
+
+    MODULES = "modules"  # PSNet: Eq. 5 in one module, Eq. 6 across two
+    FATTREE = "fattree"  # Eq. 7, C from the installed routes
+
+
+@dataclass(frozen=True)
+class BctFacts:
+    """What the BCT model (workloads/bct_model.py) needs from a kind: which equations apply and
+    which cables carry B_w and B_s. Topologies may not import workloads, so the kind states facts
+    and the model code keeps the equations."""
+
+    scenario: BctScenario
+    worker_link: LinkKind  # the cable whose rate is B_w
+    ps_link: LinkKind  # the cable whose rate is B_s (every NIC of a multi-NIC PS)
+    shared_links: frozenset[LinkKind] = frozenset()  # Eq. 7's C counts flows on these
+    inter_module_link: LinkKind | None = None  # Eq. 6: the cables between two modules
+
+
+class Kind(ABC):
+    """One topology family: everything that differs between PSNet, FatTree and BCube.
+
+    A kind module (topologies/kinds/<kind>.py) subclasses this once and registers its instance in
+    topologies/kinds/__init__.py. Capabilities are plain attributes so the controller, the
+    workloads and the applications ask them instead of comparing kind names.
+    """
+
+    name: ClassVar[str]  # the `kind:` value of a file
+    title: ClassVar[str]  # as the paper writes it, for messages
+    spec_class: ClassVar[type[SpecBase]]
+    node_id: ClassVar[type[NodeId]]
+    #: workers hang on an ECS whose circuits a TC owns (PSNet): circuits, `reconfigure`, dark_ms
+    has_ecs: ClassVar[bool] = False
+    #: switches forward by the next server's MAC and servers relay (BCube), not by IP routes
+    l2_by_next_server: ClassVar[bool] = False
+    #: a failed PS is replaced only by a standby of its own module (PSNet: behind its SuperNode)
+    standby_in_module: ClassVar[bool] = False
+    #: the paper's BCT model for this kind, or None where the paper gives none
+    bct: ClassVar[BctFacts | None] = None
+    #: random failures draw from cables of these kinds and switches of these roles: the ones
+    #: whose loss leaves every worker a path (never a worker's own cable; but with PSNet R = 1,
+    #: as in psnet-1tor, or BCube k = 0 a PS's or server's only cable is among them)
+    failure_links: ClassVar[tuple[LinkKind, ...]] = ()
+    failure_switches: ClassVar[tuple[Role, ...]] = ()
+    #: drawing layer of each role, top (0) to bottom (`testbed topo show`)
+    layers: ClassVar[Mapping[Role, int]] = {}
+
+    @abstractmethod
+    def build(self, spec: SpecBase) -> Network:
+        """Nodes and links of the spec's topology (a ValueError becomes a one-line TopologyError)."""
+
+    def intended_pairs(self, net: Network) -> list[tuple[str, str]]:
+        """Pairs that must reach each other; by default every worker<->PS pair, both ways."""
+        pairs = []
+        for w in net.workers():
+            for p in net.pss():
+                pairs += [(w.name, p.name), (p.name, w.name)]
+        return pairs
+
+    def rate_fields(self, spec: SpecBase) -> dict[str, float]:
+        """Each rate field (as the file names it) and the paper rate the builder really uses."""
+        return {"worker_mbps": spec.worker_mbps}
+
+    def paper_path(self, net: Network, src: str, dst: str) -> tuple[int, str] | None:
+        """The switch hops the paper fixes for a pair and what they are, where it fixes them."""
+        return None
+
+    @property
+    def failure_candidates(self) -> tuple[str, ...]:
+        """Default `random_failures` kinds: link kinds, then switch roles (as files write them)."""
+        return tuple(str(k) for k in self.failure_links) + tuple(str(r) for r in self.failure_switches)
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
+
+
 @dataclass
 class Network:
     """A built topology: nodes, links with ports, and the per-NIC MACs of hosts."""
 
-    spec: TopologySpec
+    spec: SpecBase
+    family: Kind  # the kind that built it: ask it, never compare `kind` strings
     nodes: dict[str, Node] = field(default_factory=dict)
     links: list[Link] = field(default_factory=list)
     macs: dict[tuple[str, int], str] = field(default_factory=dict)  # (host, port) -> MAC
@@ -113,7 +306,8 @@ class Network:
 
     @property
     def kind(self) -> str:
-        return self.spec.kind
+        """The kind's name, for display (`psnet`, `fattree`, `bcube`); decisions ask `family`."""
+        return self.family.name
 
     @property
     def name(self) -> str:
@@ -129,11 +323,11 @@ class Network:
         self._next_port[node.name] = 1
         return node
 
-    def add_link(self, a: str, b: str, paper_mbps: float, kind: str) -> Link:
+    def add_link(self, a: str, b: str, paper_mbps: float, kind: LinkKind) -> Link:
         """Add a link, numbering ports on both ends in insertion order (1, 2, ...)."""
         pa, pb = self._next_port[a], self._next_port[b]
         self._next_port[a], self._next_port[b] = pa + 1, pb + 1
-        link = Link(a, pa, b, pb, paper_mbps, self.spec.emulated(paper_mbps), kind)
+        link = Link(a, pa, b, pb, paper_mbps, self.spec.emulated(paper_mbps), LinkKind(kind))
         self.links.append(link)
         self._by_port[(a, pa)] = link
         self._by_port[(b, pb)] = link
@@ -177,15 +371,12 @@ class Network:
         return self.macs[(host, port)]
 
     def intended_pairs(self) -> list[tuple[str, str]]:
-        """Pairs that must reach each other: worker<->PS (PSNet, FatTree), all servers (BCube)."""
-        if self.kind == "bcube":
-            names = [h.name for h in self.hosts()]
-            return [(a, b) for a in names for b in names if a != b]
-        pairs = []
-        for w in self.workers():
-            for p in self.pss():
-                pairs += [(w.name, p.name), (p.name, w.name)]
-        return pairs
+        """Pairs that must reach each other, as the kind defines them (worker<->PS, all servers...)."""
+        return self.family.intended_pairs(self)
+
+    def node_id(self, name: str) -> NodeId:
+        """The kind's identity of a node: its numbers, and its name, address, MACs and DPID."""
+        return self.family.node_id.from_name(name, self.spec)
 
     def graph(self) -> nx.MultiGraph:
         """The physical graph (one edge per cable, keyed by the link's port tuple)."""

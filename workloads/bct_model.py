@@ -7,9 +7,10 @@ Notation is the paper's Table 1; every name carries its unit:
 - latency = `latency_s` (seconds, of one link).
 
 The equations are pure functions, so a figure script can sweep B_w or K without a network.
-`predict` reads a built `Network` and picks the equation the way the paper's scenarios do:
-one PSNet module (Eq. 5), two PSNet modules (Eq. 6), FatTree (Eq. 7, with C taken from the routes
-the CNC really installs). The paper gives no model for BCube, so `predict` refuses it.
+`predict` reads a built `Network` and picks the equation the way the paper's scenarios do, from
+the facts its kind states (`Kind.bct`: which scenario, which cables carry B_w and B_s): one PSNet
+module (Eq. 5), two PSNet modules (Eq. 6), FatTree (Eq. 7, with C taken from the routes the CNC
+really installs). The paper gives no model for BCube (its kind states none), so `predict` refuses it.
 
 Scale: the testbed divides every link rate and the model bytes by `spec.scale` together, so
 S / B, and with it T_push and T_pull, is the same in paper units and in emulated units. `predict`
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 
 from controller.routing import compute_paths, link_loads
 from controller.tc import initial_circuits
-from topologies.model import Link, Network, Node
+from topologies.model import BctFacts, BctScenario, Link, LinkKind, Network, Node
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,6 @@ BYTES_PER_S_PER_MBPS = 1e6 / 8
 
 #: Eq. 5: worker -> ToR -> PS, the ECS being transparent
 ONE_MODULE_HOPS = 2
-
-#: link kinds whose sharing Eq. 7's C counts (B_a = B_c: ToR uplinks and aggregation-core links)
-FATTREE_SHARED_KINDS = frozenset({"tor-agg", "agg-core"})
 
 
 def _rate_bytes_per_s(mbps: float) -> float:
@@ -214,9 +212,9 @@ class Prediction:
         return self.t_push_s + self.t_pull_s
 
 
-def _host_mbps(net: Network, host: Node, kind: str, scaled: bool) -> float:
+def _host_mbps(net: Network, host: Node, kind: LinkKind, scaled: bool) -> float:
     """Rate of a host's cable of `kind` (all of a PSNet PS's NICs run at B_s)."""
-    links = [ln for ln in net.links_of(host.name) if ln.kind == kind]
+    links = [ln for ln in net.links_of(host.name) if ln.kind is kind]
     if not links:
         raise ValueError(f"{host.name} has no {kind} link")
     return min(_link_mbps(ln, scaled) for ln in links)
@@ -238,8 +236,9 @@ def _longest_path_links(net: Network, paths: dict, pairs: list[tuple[str, str]])
     return max(len(paths[p]) - 1 for p in pairs if p in paths)
 
 
-def _fattree_c(net: Network, paths: dict, workers: list[Node], pss: list[Node]) -> int:
-    """Eq. 7's C: the most worker-PS flows on one directed ToR-agg or agg-core link.
+def _fattree_c(net: Network, facts: BctFacts, paths: dict, workers: list[Node], pss: list[Node]) -> int:
+    """Eq. 7's C: the most worker-PS flows on one directed link of the kind's shared links
+    (FatTree: ToR-agg and agg-core, B_a = B_c).
 
     Push (worker -> PS) and pull (PS -> worker) use opposite directions of full-duplex cables, so
     they do not share; the paper's T_push = T_pull is one number, so the worse direction is used.
@@ -250,7 +249,7 @@ def _fattree_c(net: Network, paths: dict, workers: list[Node], pss: list[Node]) 
         [(p.name, w.name) for w in workers for p in pss],
     ):
         loads = link_loads(net, paths, pairs)
-        shared = [n for (node, port), n in loads.items() if net.link_at(node, port).kind in FATTREE_SHARED_KINDS]
+        shared = [n for (node, port), n in loads.items() if net.link_at(node, port).kind in facts.shared_links]
         c = max(c, *shared) if shared else c
     return c
 
@@ -282,8 +281,9 @@ def predict(
     bytes/s per PS, `latency_s` per link (e.g. spec.delay_ms / 1000), `paper_literal` see Eq. 6.
     Raises ValueError for BCube (no model in the paper) and PSNet jobs over more than two modules.
     """
-    if net.kind == "bcube":
-        raise ValueError("the paper gives no BCT model for BCube")
+    facts = net.family.bct
+    if facts is None:
+        raise ValueError(f"the paper gives no BCT model for {net.family.title}")
     workers, pss = _job(net)
     w, p = len(workers), len(pss)
     spec = net.spec
@@ -292,9 +292,9 @@ def predict(
     pairs = [(wk.name, ps.name) for wk in workers for ps in pss]
     _check_routed(net, paths, pairs)
     c: int | None = None
-    if net.kind == "psnet":
-        worker_mbps = _host_mbps(net, workers[0], "worker-ecs", scaled)
-        ps_mbps = _host_mbps(net, pss[0], "ps-tor", scaled)
+    worker_mbps = _host_mbps(net, workers[0], facts.worker_link, scaled)
+    ps_mbps = _host_mbps(net, pss[0], facts.ps_link, scaled)
+    if facts.scenario == BctScenario.MODULES:
         modules = sorted({n.module for n in (*workers, *pss)})
         if len(modules) == 1:
             equation, hops = "Eq. 5", ONE_MODULE_HOPS
@@ -316,7 +316,7 @@ def predict(
             hops = _longest_path_links(net, paths, pairs)
             p1 = sum(1 for n in pss if n.module == modules[0])
             w1 = sum(1 for n in workers if n.module == modules[0])
-            inter = [ln for ln in net.links if ln.kind == "supernode"]
+            inter = [ln for ln in net.links if ln.kind is facts.inter_module_link]
             if inter and any(_link_mbps(ln, scaled) != ps_mbps for ln in inter):
                 log.info("%s: SuperNode links are not at B_s; Eq. 6 assumes R x B_s between modules", net.name)
             t_wire = t_push_two_modules_s(
@@ -326,15 +326,13 @@ def predict(
             raise ValueError(
                 f"{net.name}: the job spans {len(modules)} PSNet modules; the paper models one (Eq. 5) or two (Eq. 6)"
             )
-    elif net.kind == "fattree":
+    elif facts.scenario == BctScenario.FATTREE:
         equation = "Eq. 7"
-        worker_mbps = _host_mbps(net, workers[0], "host-tor", scaled)
-        ps_mbps = _host_mbps(net, pss[0], "host-tor", scaled)
         hops = _longest_path_links(net, paths, pairs)
-        c = _fattree_c(net, paths, workers, pss)
+        c = _fattree_c(net, facts, paths, workers, pss)
         t_wire = t_push_fattree_s(model_bytes, p, w, ps_mbps, worker_mbps, spec.oversubscription, c, hops)
     else:
-        raise ValueError(f"{net.name}: no BCT model for topology kind {net.kind!r}")
+        raise ValueError(f"{net.name}: no BCT model for scenario {facts.scenario!r}")
     t_comp = t_compute_s(batch_size, w, p_w)
     t_upd = t_ps_update_s(w, model_bytes, p, p_s)
     # the equations' own latency term, added here so the per-flow rate can be reported too

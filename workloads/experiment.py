@@ -34,6 +34,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from topologies import kinds
 from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
 from workloads.models import PAPER_BYTES
 from workloads.timeline import RandomFailures, TimelineEvent
@@ -131,7 +132,7 @@ def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Pat
         raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
     topo = load_spec(topo_path)
     overrides = {k: v for k, v in (("scale", exp.scale), ("dark_ms", exp.dark_ms)) if v is not None}
-    if "dark_ms" in overrides and topo.kind != "psnet":
+    if "dark_ms" in overrides and not kinds.get(topo.kind).has_ecs:
         raise TopologyError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
     if overrides:
         topo = parse_spec({**topo.model_dump(), **overrides}, str(topo_path))

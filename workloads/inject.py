@@ -30,19 +30,6 @@ from workloads.timeline import Applied, RandomFailures, TimelineEvent, expand
 
 LOG = logging.getLogger(__name__)
 
-#: default random-failure candidates: cables and switches whose loss leaves every worker a path
-#: (BCube servers have k+1 cables and relay, so one of them, or one switch, may go)
-_LINK_KINDS = {
-    "psnet": ("ps-tor", "ecs-tor", "tor-supernode", "supernode"),
-    "fattree": ("tor-agg", "agg-core"),
-    "bcube": ("server-switch",),
-}
-_SWITCH_ROLES = {
-    "psnet": (Role.TOR, Role.SUPERNODE),
-    "fattree": (Role.AGG, Role.CORE),
-    "bcube": (Role.BSWITCH,),
-}
-
 
 class Unrecoverable(RuntimeError):
     """An event the run cannot go on after (a PS failed and no standby is left, the controller
@@ -51,8 +38,9 @@ class Unrecoverable(RuntimeError):
 
 def candidates(net: Network, rf: RandomFailures) -> dict[str, list]:
     """What random failures may pick from: cables as (a, b) pairs and switch names, by default
-    the ones whose loss leaves every worker a path to its PSs (no host's only cable)."""
-    kinds = rf.kinds or _LINK_KINDS[net.kind] + tuple(r.value for r in _SWITCH_ROLES[net.kind])
+    the ones whose loss leaves every worker a path to its PSs, as the topology's kind lists them
+    (`Kind.failure_links`, `Kind.failure_switches`)."""
+    kinds = rf.kinds or net.family.failure_candidates
     links = sorted({tuple(sorted((ln.a, ln.b))) for ln in net.links if ln.kind in kinds})
     switches = [n.name for n in net.switches() if n.role.value in kinds]
     return {"links": links, "switches": switches}
@@ -82,7 +70,7 @@ def check_timeline(net: Network, events: list[TimelineEvent], source: str) -> No
         if e.action == "fail_ps" and net.nodes[e.node].role != Role.PS:  # type: ignore[index]
             raise TopologyError(f"{where}.node: {e.node} is not a PS; fail_ps takes one of the job's PSs")
         if e.action == "reconfigure":
-            if net.kind != "psnet":
+            if not net.family.has_ecs:
                 raise TopologyError(f"{where}: reconfigure moves ECS circuits; only a PSNet topology has them")
             if e.worker not in net.nodes or net.nodes[e.worker].role != Role.WORKER:
                 raise TopologyError(f"{where}.worker: {e.worker} is not a worker of the topology")

@@ -551,7 +551,7 @@ def _failover(jobs: list[JobRun], net, host: str) -> str:
         raise Unrecoverable(f"fail_ps: {host} is not a PS of any running job")
     jr = owners[0]
     used = {h for j in jobs for h in j.ps}
-    any_module = net.kind != "psnet"  # a PSNet PS is replaced within its module (its SuperNode)
+    any_module = not net.family.standby_in_module  # a PSNet PS is replaced within its module
     free = [n.name for n in net.standbys() if n.name not in used and (any_module or n.module == net.nodes[host].module)]
     jr.tb.set_node(host, up=False)  # the failed server's cables go dark with it
     detail = jr.fail_ps(host, free[0] if free else None)
