@@ -47,6 +47,10 @@ def bcube(**kw) -> Network:
     return build(**{"kind": "bcube", "worker_mbps": 1000, "scale": 40, **kw})
 
 
+def leafspine(**kw) -> Network:
+    return build(**{"kind": "leafspine", "worker_mbps": 1000, "scale": 40, **kw})
+
+
 #: every builder at several sizes; used by the generic identity and port tests
 NETWORKS = {
     "psnet-H1": lambda: psnet(tors=3, ps=2, workers=[2, 2, 2]),
@@ -58,6 +62,8 @@ NETWORKS = {
     "fattree-k6": lambda: fattree(k=6, workers=[3] * 17 + [0], ps=3),
     "bcube-4-1": lambda: bcube(n=4, k=1),
     "bcube-3-2": lambda: bcube(n=3, k=2, ps=2, workers=20),
+    "leafspine-2x4": lambda: leafspine(spines=2, leaves=4, hosts_per_leaf=3, oversubscription=4),
+    "leafspine-4x16-ps": lambda: leafspine(spines=4, leaves=16, hosts_per_leaf=4, workers=[3] * 16, ps=2),
 }
 
 
@@ -604,11 +610,11 @@ def test_address_packing_inverts():
 
 
 def test_registry_knows_every_kind_and_refuses_others():
-    assert topo_kinds.names() == ["bcube", "fattree", "psnet"]
+    assert topo_kinds.names() == ["bcube", "fattree", "leafspine", "psnet"]
     for name in topo_kinds.names():
         kind = topo_kinds.get(name)
         assert kind.name == name and kind.spec_class.model_fields["kind"].annotation.__args__ == (name,)
-    with pytest.raises(ValueError, match="unknown kind 'ring'; use one of bcube, fattree, psnet"):
+    with pytest.raises(ValueError, match="unknown kind 'ring'; use one of bcube, fattree, leafspine, psnet"):
         topo_kinds.get("ring")
 
 
@@ -637,3 +643,33 @@ def test_link_kinds_are_an_enum_that_prints_as_before(any_net):
     assert all(isinstance(ln.kind, LinkKind) for ln in any_net.links)
     assert {f"{ln.kind}" for ln in any_net.links} <= {k.value for k in LinkKind}
     assert json.dumps(LinkKind.PS_TOR) == '"ps-tor"'
+
+
+# --- leaf-spine -----------------------------------------------------------------------------
+def test_leafspine_uplinks_are_sized_for_the_oversubscription():
+    """n·B_w / (o·S) per uplink: a leaf's S uplinks carry 1/o of what its n hosts can send."""
+    for o in (1, 2, 8, 32):
+        net = leafspine(spines=2, leaves=4, hosts_per_leaf=4, oversubscription=o)
+        ups = [ln for ln in net.links if ln.kind == LinkKind.LEAF_SPINE]
+        assert len(ups) == 2 * 4
+        for leaf in (f"l{i}" for i in range(4)):
+            hosts = sum(ln.paper_mbps for ln in net.links_of(leaf) if ln.kind == LinkKind.HOST_TOR)
+            uplinks = sum(ln.paper_mbps for ln in net.links_of(leaf) if ln.kind == LinkKind.LEAF_SPINE)
+            assert uplinks == pytest.approx(hosts / o)
+
+
+def test_leafspine_roles_and_regions():
+    net = leafspine(spines=2, leaves=3, hosts_per_leaf=3, workers=[2, 2, 1], ps=2, oversubscription=2)
+    assert [h.name for h in net.workers()] == ["h0_2", "h0_3", "h1_2", "h1_3", "h2_2"]
+    assert [h.name for h in net.pss()] == ["h0_4", "h1_4"]
+    regions = net.family.regions(net)
+    assert regions["h1_3"] == ("l1",) and regions["h2_2"] == ("l2",)
+    flat = leafspine(spines=1, leaves=2, hosts_per_leaf=2)
+    assert set(flat.family.regions(flat).values()) == {()}  # non-blocking: no aggregation level
+
+
+def test_fattree_regions_are_rack_and_pod_when_oversubscribed():
+    net = fattree(k=4, workers=[2] * 7 + [0], ps=2, oversubscription=4)
+    assert net.family.regions(net)["h1_0_3"] == ("e1_0", "pod1")
+    one = fattree(k=4, workers=[2] * 7 + [0], ps=2)
+    assert set(one.family.regions(one).values()) == {()}

@@ -14,6 +14,7 @@ import yaml
 
 from topologies import kinds
 from topologies.build import build_network
+from topologies.kinds.leafspine import LeafSpineSpec
 from topologies.schema import (
     EMULATOR_CEILING_MBPS,
     BCubeSpec,
@@ -55,12 +56,14 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_nine():
+def test_shipped_files_are_the_documented_eleven():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
         "fattree-standby.yaml",
         "fattree-testbed.yaml",
+        "leafspine-2rack.yaml",
+        "leafspine-rat.yaml",
         "psnet-1tor.yaml",
         "psnet-2modules.yaml",
         "psnet-4modules.yaml",
@@ -202,7 +205,7 @@ def test_unknown_field_without_a_close_name_points_to_the_readme(tmp_path):
 
 def test_unknown_kind_lists_the_valid_kinds(tmp_path):
     msg = refusal(write(tmp_path, {**PSNET, "kind": "torus"}))
-    assert msg.endswith("unknown kind 'torus'; use one of bcube, fattree, psnet")
+    assert msg.endswith("unknown kind 'torus'; use one of bcube, fattree, leafspine, psnet")
 
 
 def test_odd_k_suggests_the_next_even_k(tmp_path):
@@ -323,7 +326,7 @@ def test_bcube_too_many_pss_names_ps(tmp_path):
 
 def test_readme_documents_every_field_and_shipped_file():
     readme = (TOPOLOGIES / "README.md").read_text()
-    for cls in (PSNetSpec, FatTreeSpec, BCubeSpec):
+    for cls in (PSNetSpec, FatTreeSpec, BCubeSpec, LeafSpineSpec):
         for field in cls.model_fields:
             assert f"`{field}`" in readme, f"{cls.__name__}.{field} is not in topologies/README.md"
     for path in SHIPPED:

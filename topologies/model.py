@@ -55,6 +55,7 @@ class LinkKind(StrEnum):
     TOR_AGG = "tor-agg"  # FatTree: edge to aggregation
     AGG_CORE = "agg-core"  # FatTree: aggregation to core
     SERVER_SWITCH = "server-switch"  # BCube: one NIC of a server
+    LEAF_SPINE = "leaf-spine"  # leaf-spine: a leaf's uplink to one spine
 
 
 # --- addresses: the packing every kind's node identity uses, and its inverse -----------------
@@ -282,6 +283,14 @@ class Kind(ABC):
     def paper_path(self, net: Network, src: str, dst: str) -> tuple[int, str] | None:
         """The switch hops the paper fixes for a pair and what they are, where it fixes them."""
         return None
+
+    def regions(self, net: Network) -> dict[str, tuple[str, ...]]:
+        """Each host's oversubscribed region per level, lowest first (RAT's aggregation levels).
+
+        By default none: a non-blocking network has no region worth aggregating in (RAT then
+        builds depth-one trees, as the paper's RAT ~ PS on its non-blocking network).
+        """
+        return {h.name: () for h in net.hosts()}
 
     @property
     def failure_candidates(self) -> tuple[str, ...]:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from topologies.kinds.bcube import BCUBE, BCubeSpec
 from topologies.kinds.fattree import FATTREE, FatTreeSpec
+from topologies.kinds.leafspine import LEAFSPINE, LeafSpineSpec
 from topologies.kinds.psnet import PSNET, PSNetSpec
 from topologies.model import Kind
 
 #: every kind, by the name a topology file's `kind:` gives
-KINDS: dict[str, Kind] = {k.name: k for k in (PSNET, FATTREE, BCUBE)}
+KINDS: dict[str, Kind] = {k.name: k for k in (PSNET, FATTREE, BCUBE, LEAFSPINE)}
 
 #: a validated topology file of any kind
-TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec
+TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec | LeafSpineSpec
 
 
 def get(name: str) -> Kind:

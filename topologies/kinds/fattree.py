@@ -269,5 +269,16 @@ class FatTreeKind(Kind):
         s: FatTreeSpec = spec  # type: ignore[assignment]
         return {"worker_mbps": s.worker_mbps, "ps_mbps": s.ps_mbps or 0}
 
+    def regions(self, net: Network) -> dict[str, tuple[str, ...]]:
+        """Rack (edge switch) and pod: both tiers run at B_w / r, so both are oversubscribed when r > 1."""
+        s: FatTreeSpec = net.spec  # type: ignore[assignment]
+        if s.oversubscription <= 1:
+            return super().regions(net)
+        out = {}
+        for h in net.hosts():
+            hid = FatTreeId.from_name(h.name, s)
+            out[h.name] = (FatTreeId(Tier.EDGE, hid.pod, hid.sw).name, f"pod{hid.pod}")
+        return out
+
 
 FATTREE = FatTreeKind()
