@@ -8,7 +8,7 @@
       batch_size: 1         # BS per worker step
       iterations: 10        # measured steps per worker (after warm-up)
       warmup: 2             # steps dropped from the statistics
-      placement: round-robin  # round-robin (TF's default) | balanced (by size)
+      placement: balanced   # balanced (default: every PS within 5% of S/P) | round-robin (TF's)
       model_bytes: null     # paper-equivalent S; default: the paper's size of the model
       width: null           # explicit width multiplier instead of model_bytes
 
@@ -54,7 +54,9 @@ class JobSpec(BaseModel):
     batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
     warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
-    placement: Literal["round-robin", "balanced"] = Field(default="round-robin")
+    placement: Literal["round-robin", "balanced"] = Field(
+        default="balanced", description="balanced: S/P per PS (workloads.placement); round-robin: TF's default"
+    )
     model_bytes: float | None = Field(default=None, gt=0, description="paper-equivalent S in bytes")
     width: float | None = Field(default=None, gt=0, description="explicit width multiplier")
     seed: int = Field(default=1)
