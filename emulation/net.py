@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from mininet.link import Link as MnLink
-from mininet.log import MininetLogger, setLogLevel
+from mininet.log import MininetLogger, setLogLevel, warn
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
@@ -78,6 +78,29 @@ def unwind_on_sigterm() -> None:
 
 class TestbedError(RuntimeError):
     """The network could not be brought up; the message is one line saying why and what to do."""
+
+
+#: seconds the controller check waits for a TCP connect on loopback
+CONTROLLER_CONNECT_TIMEOUT_S = 2.0
+
+
+class ProbedController(RemoteController):
+    """Mininet's RemoteController with a reachability check that cannot fail on the controller's bytes.
+
+    Mininet checks a remote controller by running `echo A | telnet -e A IP PORT` in a shell and
+    decoding what telnet prints as UTF-8. An OpenFlow controller speaks first: os-ken sends its
+    HELLO at once, whose xid is random, so usually not UTF-8. When telnet prints the HELLO before
+    it reads its escape character (under load), Mininet's decoder raises UnicodeDecodeError and
+    the bring-up fails. Here the check is a plain TCP connect that never reads a byte.
+    """
+
+    def isListening(self, ip: str, port: int) -> bool:
+        try:
+            with socket.create_connection((ip, port), timeout=CONTROLLER_CONNECT_TIMEOUT_S):
+                return True
+        except OSError:
+            warn(f"Unable to contact the remote controller at {ip}:{port}\n")  # Mininet's own warning
+            return False
 
 
 def free_port() -> int:
@@ -159,7 +182,7 @@ class Testbed:
         registry.save(self.run_dir, owner_pid=os.getpid(), topology=self.source)
         self._start_controller()
         self.mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
-        self.mn.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
+        self.mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
         self.mn.build()
         registry.save(
             self.run_dir,
