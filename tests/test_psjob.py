@@ -372,7 +372,7 @@ def test_cut_layers_keep_the_parameter_count():
 
 
 def test_lpt_fills_the_emptiest_ps_largest_first():
-    assert lpt([5, 3, 3, 2, 2, 1], 2) == [0, 1, 1, 0, 1, 0]  # loads 8 and 8; greedy in order: 8/8 too
+    assert lpt([5, 3, 3, 2, 2, 1], 2) == [0, 1, 1, 0, 1, 0]  # loads 8 and 8
     assert lpt([1, 1, 4], 2) == [1, 1, 0]  # in creation order the 4 would land on a PS holding 1
     assert lpt([], 3) == []
 
