@@ -48,8 +48,18 @@ def bridges() -> Callable[[], list[str]]:
 
 @pytest.fixture
 def no_leftovers():
-    """Asserts that a test left no OVS bridge and no controller process behind."""
+    """Asserts that a test left no OVS bridge and no controller process behind.
+
+    Checked while holding the emulator lock (queueing like a run, PSNET_LOCK_WAIT_S): no run is
+    up then, so whatever is there is left over, and a run of another process that took the lock
+    as soon as this test let it go is not mistaken for a leftover of this one."""
+    from emulation import registry
+
     yield
-    assert _list_bridges() == [], f"bridges left behind: {_list_bridges()}"
-    ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
-    assert ps == [], f"controller processes left behind: {ps}"
+    lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
+    try:
+        assert _list_bridges() == [], f"bridges left behind: {_list_bridges()}"
+        ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
+        assert ps == [], f"controller processes left behind: {ps}"
+    finally:
+        registry.release_emulator(lock)
