@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from mininet.link import Link as MnLink
-from mininet.log import MininetLogger, setLogLevel
+from mininet.log import MininetLogger, setLogLevel, warn
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 
@@ -78,6 +78,29 @@ def unwind_on_sigterm() -> None:
 
 class TestbedError(RuntimeError):
     """The network could not be brought up; the message is one line saying why and what to do."""
+
+
+#: seconds the controller check waits for a TCP connect on loopback
+CONTROLLER_CONNECT_TIMEOUT_S = 2.0
+
+
+class ProbedController(RemoteController):
+    """Mininet's RemoteController with a reachability check that cannot fail on the controller's bytes.
+
+    Mininet checks a remote controller by running `echo A | telnet -e A IP PORT` in a shell and
+    decoding what telnet prints as UTF-8. An OpenFlow controller speaks first: os-ken sends its
+    HELLO at once, whose xid is random, so usually not UTF-8. When telnet prints the HELLO before
+    it reads its escape character (under load), Mininet's decoder raises UnicodeDecodeError and
+    the bring-up fails. Here the check is a plain TCP connect that never reads a byte.
+    """
+
+    def isListening(self, ip: str, port: int) -> bool:
+        try:
+            with socket.create_connection((ip, port), timeout=CONTROLLER_CONNECT_TIMEOUT_S):
+                return True
+        except OSError:
+            warn(f"Unable to contact the remote controller at {ip}:{port}\n")  # Mininet's own warning
+            return False
 
 
 def free_port() -> int:
@@ -149,23 +172,22 @@ class Testbed:
             raise TestbedError(str(err)) from None
         t0 = time.monotonic()  # bring-up is timed from here: queueing for the lock is not part of it
         self.timings["lock_wait_s"] = t0 - t_lock
-        taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
-        if taken:
-            raise TestbedError(
-                f"bridge {taken[0]} already exists: another testbed is up, or a crashed run left it; "
-                "stop it or run `testbed clean`"
-            )
+        self._take_switch_names()
         self.run_id, self.run_dir = registry.new_run()
-        registry.save(self.run_dir, owner_pid=os.getpid(), topology=self.source)
-        self._start_controller()
-        self.mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
-        self.mn.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
-        self.mn.build()
+        # recorded before anything is built, so a kill at any point leaves a run that can be cleaned
         registry.save(
             self.run_dir,
-            host_pids=[h.pid for h in self.mn.hosts] + [s.pid for s in self.mn.switches],
-            root_intfs=[i.name for s in self.mn.switches for i in s.intfList() if i.name != "lo"],
+            owner_pid=os.getpid(),
+            topology=self.source,
+            bridges=sorted(n.name for n in self.model.switches()),
+            root_intfs=sorted({ln.intf(end) for ln in self.model.links for end in (ln.a, ln.b)}),
         )
+        os.environ[registry.RUN_ENV] = self.run_id  # inherited by the controller and every host shell
+        self._start_controller()
+        self.mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
+        self.mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
+        self.mn.build()
+        registry.save(self.run_dir, host_pids=[h.pid for h in self.mn.hosts] + [s.pid for s in self.mn.switches])
         self._configure_hosts()
         self.mn.start()
         self._shape()  # after start: OVS resets the root qdisc of a port when it adds it to a bridge
@@ -204,9 +226,27 @@ class Testbed:
         if self.run_dir != Path() and self.run_dir.exists():
             registry.save(self.run_dir, owner_pid=0)
             registry.clean_run(self.run_dir)
+        os.environ.pop(registry.RUN_ENV, None)
         if self._lock is not None:
             registry.release_emulator(self._lock)
             self._lock = None
+
+    def _take_switch_names(self) -> None:
+        """Clear what dead runs left (this process holds the emulator lock, so no other run is
+        starting), then refuse only if a bridge of the model is still there: a live testbed's,
+        or one no run of this testbed made."""
+        removed = registry.clean()
+        if removed:
+            LOG.info("removed what a dead testbed run left behind: %s", registry.summary(removed))
+        taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
+        if taken:
+            owner = registry.bridge_owner(taken[0])
+            raise TestbedError(
+                f"bridge {taken[0]} belongs to {owner}, which is still running; stop it first"
+                if owner
+                else f"bridge {taken[0]} already exists and no testbed run made it (Mininet's mn?); "
+                f"delete it (ovs-vsctl del-br {taken[0]}) or stop what made it"
+            )
 
     # --- pieces of start ---------------------------------------------------------------------
     def _start_controller(self) -> None:

@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from testbed.claims import Claim, check_claim
-from topologies.schema import TopologyError, one_line_error
+from topologies.schema import SafeName, TopologyError, is_safe_name, one_line_error, read_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = REPO / "workloads" / "figures"
@@ -22,7 +21,7 @@ TOPOLOGIES = REPO / "topologies"
 class Point(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
+    id: SafeName
     topology: str = Field(description="file in topologies/")
     set: dict[str, Any] = Field(default_factory=dict, description="topology fields to override")
     job: dict[str, Any] = Field(default_factory=dict, description="job fields over the defaults")
@@ -43,7 +42,7 @@ class Quick(BaseModel):
 class Figure(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    figure: str
+    figure: SafeName
     title: str
     xlabel: str = ""
     plot: str = Field(default="bars", description="bars | lines")
@@ -72,10 +71,10 @@ def figure_names() -> list[str]:
 
 def load_figure(name: str) -> Figure:
     path = FIGURES / f"{name}.yaml"
-    if not path.exists():
+    if not is_safe_name(name) or not path.exists():  # a name is never a path out of FIGURES
         raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
     try:
-        return Figure.model_validate(yaml.safe_load(path.read_text()))
+        return Figure.model_validate(read_yaml(path))
     except ValidationError as err:
         raise TopologyError(one_line_error(str(path), err, Figure)) from None
 

@@ -1,10 +1,14 @@
 """Test tiers: `root` tests run real Mininet/OVS/os-ken. Off CI they skip where the machine
-cannot emulate; under CI (CI=true) a missing dependency is a failure, never a skip."""
+cannot emulate; under CI (CI=true) a missing dependency is a failure, never a skip.
+
+Shared fixtures (pytest finds them by name; never import this module): `bridges` and
+`no_leftovers`."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -31,15 +35,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def bridges() -> list[str]:
+def _list_bridges() -> list[str]:
     out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True, check=False)
     return out.stdout.split()
 
 
 @pytest.fixture
+def bridges() -> Callable[[], list[str]]:
+    """A function listing every OVS bridge at the moment it is called (call it as often as needed)."""
+    return _list_bridges
+
+
+@pytest.fixture
 def no_leftovers():
-    """Asserts that a test left no OVS bridge and no controller process behind."""
+    """Asserts that a test left no OVS bridge and no controller process behind.
+
+    Checked while holding the emulator lock (queueing like a run, PSNET_LOCK_WAIT_S): no run is
+    up then, so whatever is there is left over, and a run of another process that took the lock
+    as soon as this test let it go is not mistaken for a leftover of this one."""
+    from emulation import registry
+
     yield
-    assert bridges() == [], f"bridges left behind: {bridges()}"
-    ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
-    assert ps == [], f"controller processes left behind: {ps}"
+    lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
+    try:
+        assert _list_bridges() == [], f"bridges left behind: {_list_bridges()}"
+        ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
+        assert ps == [], f"controller processes left behind: {ps}"
+    finally:
+        registry.release_emulator(lock)

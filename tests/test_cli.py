@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bridges
-
 TESTBED = [sys.executable, "-m", "testbed.cli"]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +63,7 @@ def test_topo_check_passes_on_the_psnet_prototype(no_leftovers):
 
 
 @pytest.mark.root
-def test_sigterm_tears_down(no_leftovers):
+def test_sigterm_tears_down(no_leftovers, bridges):
     p = subprocess.Popen(
         [*TESTBED, "topo", "check", "topologies/fattree-testbed.yaml"],
         cwd=ROOT,
@@ -84,7 +82,7 @@ def test_sigterm_tears_down(no_leftovers):
 
 
 @pytest.mark.root
-def test_clean_removes_what_a_killed_run_left(no_leftovers):
+def test_clean_removes_what_a_killed_run_left(no_leftovers, bridges):
     code = (
         "from emulation.net import Testbed\nimport time\n"
         "with Testbed('topologies/psnet-testbed.yaml'):\n    print('up', flush=True); time.sleep(600)\n"

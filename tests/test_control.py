@@ -14,6 +14,14 @@ pytestmark = pytest.mark.root
 TOPO = "topologies/{}.yaml"
 
 
+def verdicts(tb: Testbed, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], bool]:
+    """measure.reachable, checked to hold a verdict for every pair: it returns {} when a shell
+    prints nothing, and all({}.values()) would pass vacuously."""
+    got = measure.reachable(tb, pairs)
+    assert len(pairs) > 0 and sorted(got) == sorted(pairs), f"pairs asked {sorted(pairs)}, answered {sorted(got)}"
+    return got
+
+
 @pytest.fixture
 def psnet(no_leftovers):
     with Testbed(TOPO.format("psnet-testbed")) as t:
@@ -32,7 +40,7 @@ def test_ecs_reconfiguration_moves_traffic_to_new_tor(psnet):
     assert measure.measured_switches(tb, w, ps) == {"ecs1", "t1_3"}
     assert measure.port_packets("t1_3")[slot][0] - before >= 50  # ToR port counter saw it
     assert measure.measured_switches(tb, ps, w) == {"ecs1", "t1_3"}  # replies leave on ps1_1's t1_3 NIC
-    assert all(measure.reachable(tb, [(w, p.name) for p in tb.model.pss()]).values())
+    assert all(verdicts(tb, [(w, p.name) for p in tb.model.pss()]).values())
     events = [e["event"] for e in tb.request("events")["events"]]
     seq = events[events.index("tc") :]
     assert seq[:5] == ["tc", "ccc", "ecs", "cnc", "hosts"]
@@ -51,7 +59,7 @@ def test_failed_tor_ps_link_recircuits_the_tors_workers(psnet):
     assert sorted(reply["deployment"]["1"]) == [0, 3, 3]
     assert {w: t for w, t in after.items() if w not in moved} == {w: t for w, t in before.items() if w not in moved}
     pairs = [(w, p.name) for w in moved for p in tb.model.pss()]
-    assert all(measure.reachable(tb, pairs + [(b, a) for a, b in pairs]).values())
+    assert all(verdicts(tb, pairs + [(b, a) for a, b in pairs]).values())
     for w in moved:  # measured on the switches' counters: through the ECS and the new ToR only
         assert measure.measured_switches(tb, w, "ps1_1") == {"ecs1", after[w]}
     events = [e["event"] for e in tb.request("events")["events"] if e["event"] != "port"]  # OVS port status
@@ -70,7 +78,7 @@ def test_failed_tor_switch_recircuits_and_repair_brings_workers_home(psnet):
     assert on_tor and all(after[w] in ("t1_1", "t1_3") for w in on_tor)
     assert reply["deployment"]["1"][1] == 0 and sum(reply["deployment"]["1"]) == 6
     pairs = [(w, p.name) for w in on_tor for p in tb.model.pss()]
-    assert all(measure.reachable(tb, pairs + [(b, a) for a, b in pairs]).values())
+    assert all(verdicts(tb, pairs + [(b, a) for a, b in pairs]).values())
     tb.set_node("t1_2", up=True)
     assert tb.circuits() == before
     assert measure.measured_switches(tb, on_tor[0], "ps1_1") == {"ecs1", "t1_2"}
@@ -85,7 +93,7 @@ def test_rate_change_is_shaped_and_survives_a_cable_bounce(psnet):
     (slow,) = measure.iperf(tb, [(w, ps)], seconds=3)
     assert 0.85 * 40 < slow.achieved_mbps < 1.05 * 40
     tb.set_link(w, "ecs1", up=False)
-    assert not any(measure.reachable(tb, [(w, ps)]).values())
+    assert not any(verdicts(tb, [(w, ps)]).values())
     tb.set_link(w, "ecs1", up=True)
     (again,) = measure.iperf(tb, [(w, ps)], seconds=3)
     assert 0.85 * 40 < again.achieved_mbps < 1.05 * 40  # the qdisc outlived the link going down
@@ -97,7 +105,7 @@ def test_fattree_failed_agg_link_is_routed_around(no_leftovers):
         path = measure.model_switches(tb, w, ps)
         tor, agg = path[0], path[1]
         tb.set_link(tor, agg, up=False)
-        assert all(measure.reachable(tb, [(w, ps), (ps, w)]).values())
+        assert all(verdicts(tb, [(w, ps), (ps, w)]).values())
         got = measure.measured_switches(tb, w, ps)
         assert agg not in got and len(got) == 5
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import bridges
 from workloads.runner import RunError, run_experiment
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
@@ -113,7 +112,7 @@ def test_ecs_dark_period_shows_in_the_bct_timeline(tmp_path, no_leftovers):
     assert during and during[0] >= baseline + 0.8 * dark_ms / 1000, rows  # the step the dark period fell in
 
 
-def test_failed_ps_without_standby_ends_the_run_clearly(tmp_path, no_leftovers):
+def test_failed_ps_without_standby_ends_the_run_clearly(tmp_path, no_leftovers, bridges):
     timeline = [{"at_step": 2, "action": "fail_ps", "node": "ps1_2"}]
     with pytest.raises(RunError, match=r"ps1_2 .*no standby PS left: not recoverable; add standby_ps"):
         run(tmp_path, "psnet-ps", "psnet-testbed.yaml", timeline)

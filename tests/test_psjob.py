@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from workloads import models, psjob
+from workloads.experiment import PAPER_MODEL_BYTES
+from workloads.placement import TOLERANCE, lpt, plan_placement
 
 REPO = Path(__file__).resolve().parents[1]
 #: a whole job must finish within this (TF start-up is ~5-8 s a process on 2 cores)
@@ -212,6 +214,30 @@ def test_balanced_placement_is_more_even_than_round_robin(tmp_path):
     # round robin alternates kernel/bias after the global step, so PS 1 gets every kernel
     assert imbalance(bal_bytes) <= imbalance(rr_bytes)
     assert dones["bal-worker0"]["placement"] == "balanced"
+    # TF put every variable where the plan (computed from shapes alone) said
+    assert list(bal_bytes.values()) == plan_placement("vgg16", width, 2).bytes_per_ps()
+    assert max(bal_bytes.values()) <= (1 + TOLERANCE) * total / 2 < max(rr_bytes.values())
+
+
+@pytest.mark.tf
+def test_a_cut_layer_trains_and_lands_as_planned(tmp_path):
+    """tiny over 3 PSs: its 64-filter convolution is most of the model, so the plan cuts it (and
+    the 32-filter one) into pieces; the real job trains through the cut layers and TF places
+    each piece where the plan says."""
+    plan = plan_placement("tiny", 1.0, 3)
+    assert plan.splits, "expected tiny over 3 PSs to need a cut layer"
+    args = ["--model", "tiny", "--iterations", "2", "--deadline-s", str(JOB_BUDGET_S)]
+    with tasks(tmp_path) as launch:
+        _, (w,) = launch.start_job("", 3, 1, *args)  # balanced is the default
+        wait_all([w], JOB_BUDGET_S + 5)
+    assert w.proc.returncode == 0, f"{w.events()}\n{w.stderr_tail()}"
+    done = only(w.events(), "done")
+    assert done["placement"] == "balanced" and done["global_step"] == 2
+    assert list(done["bytes_per_ps"].values()) == plan.bytes_per_ps()
+    assert done["model_bytes"] == models.param_bytes("tiny", 1.0)
+    # pieces are separate variables: 8 unsplit (4 layers x kernel, bias) plus 2 per extra piece
+    extra = sum(pieces - 1 for pieces in plan.splits.values())
+    assert sum(done["variables_per_ps"].values()) == 8 + 2 * extra
 
 
 @pytest.mark.tf
@@ -284,6 +310,71 @@ def test_session_config_limits_threads_and_filters_devices():
     with_grappler = psjob._session_config(psjob.JobConfig(cluster=cluster, job="ps", task=0, grappler=True))
     assert not with_grappler.graph_options.rewrite_options.disable_meta_optimizer
     assert list(with_grappler.device_filters) == []
+
+
+# ---------------------------------------------------------------- placement (shapes only)
+
+
+def job_widths(name: str) -> list[float]:
+    """Width 1 and the widths jobs run at: the paper's S at scale 40, and with compress 8 on top.
+    tiny has no paper size (its S is its width-1 size): at 1/320 of it every layer is down to one
+    channel (68 parameters in all), nothing a placement can balance, so tiny stops at 1/40."""
+    factors = (40,) if name == "tiny" else (40, 40 * 8)
+    return [1.0, *(models.width_for_bytes(name, PAPER_MODEL_BYTES[name] / f) for f in factors)]
+
+
+@pytest.mark.parametrize("num_ps", [2, 3])
+@pytest.mark.parametrize("name", sorted(models.MODELS))
+def test_balanced_placement_puts_s_over_p_on_every_ps(name, num_ps):
+    for width in job_widths(name):
+        plan = plan_placement(name, width, num_ps)
+        held = plan.bytes_per_ps()
+        total = models.param_bytes(name, width)
+        assert sum(held) == total  # cutting a layer keeps its bytes
+        for b in held:
+            assert abs(b - total / num_ps) <= TOLERANCE * total / num_ps, (name, width, held)
+        assert plan_placement(name, width, num_ps) == plan  # every worker computes the same plan
+
+
+def test_vgg16_big_kernel_is_cut_only_where_it_exceeds_s_over_p():
+    """The 4096x4096 kernel is just under half of VGG-16: whole on one of two PSs, but over a
+    third of the model, so over three PSs it is cut into three pieces."""
+    fc2 = max(models.get_model("vgg16").variables(1.0), key=lambda v: v.nbytes)
+    assert fc2.shape == (4096, 4096)
+    assert plan_placement("vgg16", 1.0, 2).splits == {}
+    three = plan_placement("vgg16", 1.0, 3)
+    assert three.splits == {fc2.layer: 3}
+    assert [v.shape for v in three.variables if v.layer == fc2.layer] == [
+        (4096, 1366),
+        (1366,),
+        (4096, 1365),
+        (1365,),
+        (4096, 1365),
+        (1365,),
+    ]
+    assert sorted(
+        t for v, t in zip(three.variables, three.tasks, strict=True) if v.layer == fc2.layer and len(v.shape) == 2
+    ) == [0, 1, 2]
+
+
+def test_cut_layers_keep_the_parameter_count():
+    builder = models.get_model("resnet50")
+    layers = builder.splittable(0.25)
+    cuts = {layer: min(3, channels) for layer, channels in list(layers.items())[::7]}
+    whole, cut = builder.variables(0.25), builder.variables(0.25, cuts)
+    kernels = [v for v in cut if len(v.shape) > 1]  # ResNet's convolutions have no bias
+    assert len(kernels) == len([v for v in whole if len(v.shape) > 1]) + sum(c - 1 for c in cuts.values())
+    for layer, pieces in cuts.items():
+        assert sum(v.shape[-1] for v in kernels if v.layer == layer) == layers[layer]
+        assert len([v for v in kernels if v.layer == layer]) == pieces
+    assert sum(v.nbytes for v in cut if v.trainable) == sum(v.nbytes for v in whole if v.trainable)
+    assert sum(v.nbytes for v in whole if v.trainable) == models.param_bytes("resnet50", 0.25)
+
+
+def test_lpt_fills_the_emptiest_ps_largest_first():
+    assert lpt([5, 3, 3, 2, 2, 1], 2) == [0, 1, 1, 0, 1, 0]  # loads 8 and 8
+    assert lpt([1, 1, 4], 2) == [1, 1, 0]  # in creation order the 4 would land on a PS holding 1
+    assert lpt([], 3) == []
 
 
 # ---------------------------------------------------------------- models

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from topologies import kinds
@@ -24,9 +23,15 @@ from topologies.spec import (
     EMULATOR_CEILING_MBPS,
     FIDELITY_BUDGET_MBPS,
     Mbps,
+    SafeName,
     SpecBase,
     TopologyError,
+    check_finite,
+    check_name,
+    is_safe_name,
+    name_from_path,
     one_line_error,
+    read_yaml,
 )
 
 __all__ = [
@@ -36,12 +41,18 @@ __all__ = [
     "FatTreeSpec",
     "Mbps",
     "PSNetSpec",
+    "SafeName",
     "SpecBase",
     "TopologyError",
     "TopologySpec",
+    "check_finite",
+    "check_name",
+    "is_safe_name",
     "load_spec",
+    "name_from_path",
     "one_line_error",
     "parse_spec",
+    "read_yaml",
 ]
 
 
@@ -54,11 +65,13 @@ def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
     except ValueError as err:
         raise TopologyError(f"{source}: kind: {err}") from None
     data = dict(data)
-    data.setdefault("name", Path(source).stem)
+    data.setdefault("name", name_from_path(source))
+    check_finite(data, source)
     try:
         spec = kind.spec_class.model_validate(data)
     except ValidationError as err:
         raise TopologyError(one_line_error(source, err, kind.spec_class)) from None
+    check_finite(spec.model_dump(), source)  # "inf" as a string: pydantic reads it as a float
     _check_rates(spec, source)
     return spec  # type: ignore[return-value]
 
@@ -78,15 +91,4 @@ def _check_rates(spec: SpecBase, source: str) -> None:
 
 def load_spec(path: str | Path) -> TopologySpec:
     """Read and validate a topology YAML file; every failure is a one-line TopologyError."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise TopologyError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "?"
-        raise TopologyError(f"{p}: {where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
-    return parse_spec(data, str(p))
+    return parse_spec(read_yaml(path), str(Path(path)))

@@ -13,9 +13,14 @@ the userspace datapath of this machine can carry faithfully.
 from __future__ import annotations
 
 import difflib
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 #: Mininet ignores `bw` above 1000 Mbit/s, and userspace OVS carries ~1.35 Gbit/s unshaped on
 #: one hop: an emulated link above this rate cannot be honoured at all.
@@ -31,12 +36,104 @@ class TopologyError(ValueError):
     """A topology file that cannot be built; the message is the one line shown to the user."""
 
 
+# ---------------------------------------------------------------- shared input checks
+
+#: a name read from a file (topology, experiment, job, figure, point) becomes a folder or file
+#: name under results/, so it is one plain path component: never "..", a slash or a hidden name
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def is_safe_name(value: str) -> bool:
+    """Whether `value` is one plain path component (see _SAFE_NAME)."""
+    return bool(_SAFE_NAME.fullmatch(value)) and ".." not in value
+
+
+def check_name(value: str) -> str:
+    """`value` if it is safe as one path component; ValueError (the pydantic message) otherwise."""
+    if not is_safe_name(value):
+        raise ValueError(
+            f"{value!r} cannot name a results folder; use only letters, digits, '-', '_' and '.' "
+            "(not first, never '..'), e.g. psnet-vgg16"
+        )
+    return value
+
+
+#: a string field that names results (see check_name)
+SafeName = Annotated[str, AfterValidator(check_name)]
+
+
+def name_from_path(source: str | Path) -> str:
+    """The default name of a file without one: its stem, made safe ("my run.yaml" -> "my-run",
+    "<topology>" -> "topology"). A name written in the file is checked, never rewritten."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(source).stem)
+    name = re.sub(r"\.{2,}", ".", name).strip("-.")
+    return name or "unnamed"
+
+
+def _leaves(data: object, loc: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], object]]:
+    """(path, value) of every key and scalar of a YAML document, paths as pydantic writes them."""
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield (*loc, str(k)), k
+            yield from _leaves(v, (*loc, str(k)))
+    elif isinstance(data, list | tuple):
+        for i, v in enumerate(data):
+            yield from _leaves(v, (*loc, str(i)))
+    else:
+        yield loc, data
+
+
+def check_finite(data: object, source: str) -> None:
+    """Raise TopologyError on the first .inf or .nan: no rate, time or scale may be infinite,
+    and NaN passes every `gt`/`ge` bound unnoticed."""
+    for loc, v in _leaves(data):
+        if isinstance(v, float) and not math.isfinite(v):
+            field = ".".join(loc) or "(top level)"
+            raise TopologyError(f"{source}: {field}: {v} is not a finite number; give a finite value")
+
+
+def read_yaml(path: str | Path) -> object:
+    """The YAML document in a file; unreadable, non-UTF-8 or malformed files, and infinite or NaN
+    numbers, raise a one-line TopologyError naming the file and where."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise TopologyError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TopologyError(f"{p}: {_undecodable_field(raw, err)}: not UTF-8 text; save the file as UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "?"
+        raise TopologyError(f"{p}: {where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+    check_finite(data, str(p))
+    return data
+
+
+def _undecodable_field(raw: bytes, err: UnicodeDecodeError) -> str:
+    """The field holding the first byte that is not UTF-8 (else its line), for the error line."""
+    line_no = raw[: err.start].count(b"\n") + 1
+    line = f"line {line_no} (byte 0x{raw[err.start]:02x})"
+    try:
+        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+    except yaml.YAMLError:
+        return line
+    for loc, v in _leaves(data):
+        if isinstance(v, str) and "\ufffd" in v:
+            return ".".join(loc) or line
+    return line
+
+
 class SpecBase(BaseModel):
     """Fields common to every kind; each kind adds its own `kind: Literal[...]` and shape."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="", description="name used in results and logs")
+    name: SafeName = Field(default="", description="name used in results and logs")
     scale: float = Field(default=1.0, gt=0, description="divides every rate (and model bytes)")
     seed: int = Field(default=1, description="seed for every random choice (R-regular graph, hashing)")
     worker_mbps: Mbps = Field(description="B_w: rate of a worker's link (ToR downlink)")

@@ -8,7 +8,7 @@
       batch_size: 1         # BS per worker step
       iterations: 10        # measured steps per worker (after warm-up)
       warmup: 2             # steps dropped from the statistics
-      placement: round-robin  # round-robin (TF's default) | balanced (by size)
+      placement: balanced   # balanced (default: every PS within 5% of S/P) | round-robin (TF's)
       model_bytes: null     # paper-equivalent S; default: the paper's size of the model
       width: null           # explicit width multiplier instead of model_bytes
 
@@ -31,11 +31,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topologies import kinds
-from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+from topologies.schema import (
+    SafeName,
+    TopologyError,
+    TopologySpec,
+    check_finite,
+    load_spec,
+    name_from_path,
+    one_line_error,
+    parse_spec,
+    read_yaml,
+)
 from workloads.models import PAPER_BYTES
 from workloads.timeline import RandomFailures, TimelineEvent
 
@@ -47,7 +56,7 @@ PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "t
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(default="job", description="names the job's results when several share a topology")
+    name: SafeName = Field(default="job", description="names the job's results when several share a topology")
     workers: list[str] | None = Field(default=None, description="worker hosts (default: all the topology's)")
     ps: list[str] | None = Field(default=None, description="PS hosts (default: all the topology's)")
     checkpoint_every: int = Field(default=0, ge=0, description="the chief checkpoints every N steps (0: never)")
@@ -55,7 +64,9 @@ class JobSpec(BaseModel):
     batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
     warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
-    placement: Literal["round-robin", "balanced"] = Field(default="round-robin")
+    placement: Literal["round-robin", "balanced"] = Field(
+        default="balanced", description="balanced: S/P per PS (workloads.placement); round-robin: TF's default"
+    )
     model_bytes: float | None = Field(default=None, gt=0, description="paper-equivalent S in bytes")
     width: float | None = Field(default=None, gt=0, description="explicit width multiplier")
     seed: int = Field(default=1)
@@ -70,7 +81,7 @@ class JobSpec(BaseModel):
 class ExperimentSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = ""
+    name: SafeName = Field(default="", description="results/<name>/ (default: the file's name)")
     topology: str = Field(description="topology YAML, relative to the experiment file")
     scale: float | None = Field(default=None, gt=0, description="overrides the topology's scale")
     compress: float = Field(
@@ -114,19 +125,15 @@ class ExperimentSpec(BaseModel):
 def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Path]:
     """Read an experiment file and its topology (with the scale override applied)."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as err:
-        raise TopologyError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
-    except yaml.YAMLError as err:
-        raise TopologyError(f"{p}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+    data = read_yaml(p)  # one-line errors: unreadable, not UTF-8, not YAML, infinite numbers
     if not isinstance(data, dict):
         raise TopologyError(f"{p}: (top level): expected a mapping with topology and job")
-    data.setdefault("name", p.stem)
+    data.setdefault("name", name_from_path(p))
     try:
         exp = ExperimentSpec.model_validate(data)
     except ValidationError as err:
         raise TopologyError(one_line_error(str(p), err, ExperimentSpec)) from None
+    check_finite(exp.model_dump(), str(p))  # "inf" as a string: pydantic reads it as a float
     topo_path = (p.parent / exp.topology).resolve()
     if not topo_path.exists():
         raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")

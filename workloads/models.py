@@ -2,9 +2,9 @@
 
 Each architecture is written once, as a function of an `ops` object: `_KerasOps` builds the
 Keras model (usable in eager mode and inside `tf.compat.v1` graph mode), `_CountOps` walks the
-same code on shapes only and sums the trainable parameters. So `param_bytes` needs neither
-TensorFlow nor any weight, and cannot drift from the builder (tests/test_psjob.py also compares
-the two).
+same code on shapes only and lists every variable with its shape, in creation order. So
+`param_bytes` and a PS placement (workloads.placement) need neither TensorFlow nor any weight,
+and cannot drift from the builder (tests/test_psjob.py also compares the two).
 
 Models (`MODELS`, chosen by name; an unknown name raises ValueError listing the valid ones):
 
@@ -78,22 +78,80 @@ def scaled(channels: int, width: float) -> int:
 # ---------------------------------------------------------------- the two ops backends
 
 
-class _CountOps:
-    """Walks an architecture on shapes (h, w, c) or (units,), summing trainable parameters."""
+@dataclass(frozen=True)
+class Variable:
+    """One variable the model creates, in creation order (what a PS placement walks)."""
 
-    def __init__(self) -> None:
-        self.params = 0
+    layer: int  # index of the conv / dense / batch-norm call that creates it, in build order
+    shape: tuple[int, ...]
+    trainable: bool = True
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * BYTES_PER_FLOAT32
+
+
+def split_sizes(channels: int, pieces: int) -> list[int]:
+    """`channels` cut into `pieces` parts as equal as possible, larger parts first."""
+    if not 1 <= pieces <= channels:
+        raise ValueError(f"cannot cut {channels} channels into {pieces} pieces")
+    q, r = divmod(channels, pieces)
+    return [q + 1] * r + [q] * (pieces - r)
+
+
+class _Ops:
+    """Numbers the layers that create variables, so a split plan can name them.
+
+    `splits` maps a conv or dense layer's index to a number of pieces: the layer is built as that
+    many narrower layers on the same input, their outputs concatenated along channels. That is
+    the same function with the same parameter count (kernel and bias cut along the output axis),
+    but each piece is its own variable, so a PS placement can spread one huge kernel over several
+    PSs (as tf.compat.v1's fixed_size_partitioner does for variables made with get_variable, which
+    Keras 3 layers are not). Only the initial values differ: each piece's Glorot range uses its
+    own fan-out.
+    """
+
+    def __init__(self, splits: dict[int, int] | None = None) -> None:
+        self.splits = dict(splits or {})
+        self.layer = -1
+
+    def _next_layer(self) -> int:
+        self.layer += 1
+        return self.layer
+
+    def _pieces(self, layer: int, channels: int) -> list[int]:
+        return split_sizes(channels, self.splits.get(layer, 1))
+
+
+class _CountOps(_Ops):
+    """Walks an architecture on shapes (h, w, c) or (units,), recording every variable."""
+
+    def __init__(self, splits: dict[int, int] | None = None) -> None:
+        super().__init__(splits)
+        self.variables: list[Variable] = []
+
+    @property
+    def params(self) -> int:
+        """Trainable parameters (batch-norm moving statistics are not trainable)."""
+        return sum(math.prod(v.shape) for v in self.variables if v.trainable)
 
     def input(self) -> tuple[int, ...]:
         return IMAGE_SHAPE
 
     def conv(self, x: tuple[int, ...], filters: int, kernel: int, stride: int = 1, bias: bool = True):
         h, w, c = x
-        self.params += kernel * kernel * c * filters + (filters if bias else 0)
+        layer = self._next_layer()
+        for f in self._pieces(layer, filters):  # Keras builds a layer's kernel, then its bias
+            self.variables.append(Variable(layer, (kernel, kernel, c, f)))
+            if bias:
+                self.variables.append(Variable(layer, (f,)))
         return (math.ceil(h / stride), math.ceil(w / stride), filters)  # padding "same"
 
     def batch_norm(self, x: tuple[int, ...]) -> tuple[int, ...]:
-        self.params += 2 * x[-1]  # gamma and beta; moving mean/variance are not trainable
+        layer, c = self._next_layer(), x[-1]
+        # gamma and beta; then the moving mean and variance (not trainable), as Keras creates them
+        self.variables += [Variable(layer, (c,)), Variable(layer, (c,))]
+        self.variables += [Variable(layer, (c,), trainable=False), Variable(layer, (c,), trainable=False)]
         return x
 
     def relu(self, x: tuple[int, ...]) -> tuple[int, ...]:
@@ -115,18 +173,27 @@ class _CountOps:
         return (math.prod(x),)
 
     def dense(self, x: tuple[int, ...], units: int) -> tuple[int, ...]:
-        self.params += x[-1] * units + units
+        layer = self._next_layer()
+        for u in self._pieces(layer, units):
+            self.variables += [Variable(layer, (x[-1], u)), Variable(layer, (u,))]
         return (units,)
 
 
-class _KerasOps:
+class _KerasOps(_Ops):
     """Builds the architecture as a Keras functional model (keras is imported lazily)."""
 
-    def __init__(self) -> None:
+    def __init__(self, splits: dict[int, int] | None = None) -> None:
         import keras
 
+        super().__init__(splits)
         self.layers = keras.layers
         self.inputs = None
+
+    def _split(self, x: Any, layer: int, channels: int, make: Callable[[int], Any]) -> Any:
+        pieces = self._pieces(layer, channels)
+        if len(pieces) == 1:
+            return make(channels)(x)
+        return self.layers.Concatenate(axis=-1)([make(c)(x) for c in pieces])
 
     def input(self) -> Any:
         import keras
@@ -135,9 +202,15 @@ class _KerasOps:
         return self.inputs
 
     def conv(self, x: Any, filters: int, kernel: int, stride: int = 1, bias: bool = True) -> Any:
-        return self.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=bias)(x)
+        return self._split(
+            x,
+            self._next_layer(),
+            filters,
+            lambda f: self.layers.Conv2D(f, kernel, strides=stride, padding="same", use_bias=bias),
+        )
 
     def batch_norm(self, x: Any) -> Any:
+        self._next_layer()
         return self.layers.BatchNormalization()(x)
 
     def relu(self, x: Any) -> Any:
@@ -156,7 +229,7 @@ class _KerasOps:
         return self.layers.Flatten()(x)
 
     def dense(self, x: Any, units: int) -> Any:
-        return self.layers.Dense(units)(x)
+        return self._split(x, self._next_layer(), units, self.layers.Dense)
 
 
 # ---------------------------------------------------------------- architectures
@@ -237,12 +310,13 @@ class ModelBuilder:
     name: str
     architecture: Callable[[Any, float], Any]
 
-    def __call__(self, width: float = 1.0) -> Any:
-        """A keras.Model taking (batch, 32, 32, 3) float32 images and giving 10 logits."""
+    def __call__(self, width: float = 1.0, splits: dict[int, int] | None = None) -> Any:
+        """A keras.Model taking (batch, 32, 32, 3) float32 images and giving 10 logits; `splits`
+        builds some layers as several pieces (see _Ops)."""
         import keras
 
         _check_width(width)
-        ops = _KerasOps()
+        ops = _KerasOps(splits)
         outputs = self.architecture(ops, width)
         return keras.Model(ops.inputs, outputs, name=f"{self.name}_w{width:g}")
 
@@ -252,6 +326,20 @@ class ModelBuilder:
         ops = _CountOps()
         self.architecture(ops, width)
         return ops.params
+
+    def variables(self, width: float = 1.0, splits: dict[int, int] | None = None) -> list[Variable]:
+        """Every variable the Keras build creates, in creation order, from shapes only."""
+        _check_width(width)
+        ops = _CountOps(splits)
+        self.architecture(ops, width)
+        return ops.variables
+
+    def splittable(self, width: float = 1.0) -> dict[int, int]:
+        """Conv and dense layers (index -> output channels): the layers `splits` may cut."""
+        _check_width(width)
+        ops = _CountOps()
+        self.architecture(ops, width)
+        return {v.layer: v.shape[-1] for v in ops.variables if len(v.shape) > 1}
 
 
 MODELS: dict[str, ModelBuilder] = {
@@ -275,9 +363,9 @@ def get_model(name: str) -> ModelBuilder:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))}") from None
 
 
-def build_model(name: str, width: float = 1.0) -> Any:
-    """keras.Model `name` at `width` (channel multiplier)."""
-    return get_model(name)(width)
+def build_model(name: str, width: float = 1.0, splits: dict[int, int] | None = None) -> Any:
+    """keras.Model `name` at `width` (channel multiplier), with layers cut as `splits` says."""
+    return get_model(name)(width, splits)
 
 
 @lru_cache(maxsize=4096)

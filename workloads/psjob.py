@@ -53,7 +53,13 @@ Pitfalls of TF 2.21's tf.compat.v1 PS training handled here (each checked on TF 
 - `tf.contrib.training.GreedyLoadBalancingStrategy` and `byte_size_load_fn` are gone in TF 2, and
   that byte_size_load_fn read the op's output shape, which for a resource variable (VarHandleOp,
   what Keras creates) is a scalar handle: both are re-implemented here, reading the op's
-  shape/dtype attributes.
+  shape/dtype attributes. Greedy in creation order still left ~73% of VGG-16's bytes on one of
+  two PSs, so `--placement balanced` (the default) follows workloads.placement's plan instead
+  (largest first, a layer too big for S/P cut into pieces) and keeps the greedy rule only for
+  the few scalars outside the model.
+- Keras 3 layers do not create their variables through `tf.compat.v1.get_variable`, so
+  variable partitioners (fixed_size_partitioner) do not apply: a layer is cut by building it as
+  narrower layers side by side (workloads.models).
 - `tf.device` rejects a device function: `tf.compat.v1.device` takes it.
 - Grappler (TF's graph optimiser) runs on every new set of fetches: for ResNet110 it took ~3.5 s
   of the chief's session set-up and ~5 s of the first step, with no measurable change in later
@@ -77,6 +83,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workloads import models
+from workloads.placement import Placement, plan_placement
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +147,7 @@ class JobConfig:
     width: float = 1.0
     batch_size: int = 1
     iterations: int = 10
-    placement: str = "round-robin"
+    placement: str = "balanced"
     seed: int = 1
     threads: int = 1
     learning_rate: float = 0.001
@@ -182,7 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--iterations", type=int, default=10, help="global step the job trains to (default 10; restored steps count)"
     )
-    p.add_argument("--placement", default="round-robin", choices=PLACEMENTS, help="variables over the PSs")
+    p.add_argument(
+        "--placement",
+        default="balanced",
+        choices=PLACEMENTS,
+        help="variables over the PSs: balanced (largest first, big layers cut; default) or TF's round-robin",
+    )
     p.add_argument("--seed", type=int, default=1, help="synthetic data seed; worker i uses seed + i (default 1)")
     p.add_argument("--threads", type=int, default=1, help="TF intra-op and inter-op threads each (default 1)")
     p.add_argument("--learning-rate", type=float, default=0.001, help="SGD learning rate (default 0.001)")
@@ -283,7 +295,8 @@ def start_deadline(emitter: Emitter, deadline_s: float, exit_fn: Callable[[int],
 
 
 class GreedyLoadBalancingStrategy:
-    """`ps_strategy` for replica_device_setter: each PS op goes to the least-loaded PS task.
+    """`ps_strategy` for replica_device_setter: each PS op goes to the least-loaded PS task
+    (PlannedStrategy uses it for the ops outside its plan).
 
     TF 1.x's tf.contrib.training class of the same name (gone in TF 2). Ties go to the lowest task
     index. Greedy, so the result depends on the order in which variables are created.
@@ -301,8 +314,8 @@ class GreedyLoadBalancingStrategy:
         return task
 
 
-def byte_size_load_fn(op: Any) -> int:
-    """Bytes of the variable (or other single-output op) `op` creates.
+def _op_shape_dtype(op: Any) -> tuple[Any, Any]:
+    """(TensorShape, DType) of the variable (or other single-output op) `op` creates.
 
     Variable ops (VarHandleOp, VariableV2) carry "shape" and "dtype" attributes: a resource
     variable's output is a scalar handle, so its output shape (what contrib read) says nothing.
@@ -312,13 +325,53 @@ def byte_size_load_fn(op: Any) -> int:
     try:
         shape = tf.TensorShape(op.get_attr("shape"))
         dtype = tf.dtypes.as_dtype(op.get_attr("dtype"))
-    except ValueError:  # no such attributes: size of the single output
+    except ValueError:  # no such attributes: the single output
         if len(op.outputs) != 1:
             raise ValueError(f"{op.name}: {len(op.outputs)} outputs, expected one") from None
         shape, dtype = op.outputs[0].shape, op.outputs[0].dtype
     if not shape.is_fully_defined():
         raise ValueError(f"{op.name}: shape {shape} is not fully defined")
+    return shape, dtype
+
+
+def byte_size_load_fn(op: Any) -> int:
+    """Bytes of the variable (or other single-output op) `op` creates."""
+    shape, dtype = _op_shape_dtype(op)
     return shape.num_elements() * dtype.base_dtype.size
+
+
+class PlannedStrategy:
+    """`ps_strategy` for replica_device_setter that puts the model's variables where a
+    workloads.placement plan says (LPT over the model's shapes, big layers cut).
+
+    replica_device_setter asks once per variable op, in creation order: the global step, then
+    the model's variables (the plan's order: each is checked by its shape), then a few scalars of
+    SyncReplicasOptimizer. Ops outside the plan go to the least-loaded PS, as the greedy strategy
+    does. `check_complete` after building says whether every planned variable was seen.
+    """
+
+    def __init__(self, plan: Placement) -> None:
+        self.greedy = GreedyLoadBalancingStrategy(plan.num_ps, byte_size_load_fn)
+        self._expected = list(zip(plan.variables, plan.tasks, strict=True))
+        self._next = 0
+
+    def __call__(self, op: Any) -> int:
+        shape, _ = _op_shape_dtype(op)
+        if self._next < len(self._expected) and tuple(shape.as_list()) == self._expected[self._next][0].shape:
+            var, task = self._expected[self._next]
+            self._next += 1
+            self.greedy.loads[task] += var.nbytes
+            return task
+        return self.greedy(op)
+
+    def check_complete(self) -> None:
+        """Raise if the model's variables did not come as planned (models.py and Keras disagree)."""
+        if self._next != len(self._expected):
+            want = self._expected[self._next][0]
+            raise RuntimeError(
+                f"placement: variable {self._next} of the plan (layer {want.layer}, shape {want.shape}) was never "
+                "created; workloads.models' variable list no longer matches the Keras build"
+            )
 
 
 def _ps_name(device: str) -> str:
@@ -383,7 +436,8 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
     import tensorflow as tf
 
     num_ps, num_workers = len(cfg.cluster.ps), len(cfg.cluster.worker)
-    strategy = GreedyLoadBalancingStrategy(num_ps, byte_size_load_fn) if cfg.placement == "balanced" else None
+    plan = plan_placement(cfg.model, cfg.width, num_ps) if cfg.placement == "balanced" else None
+    strategy = PlannedStrategy(plan) if plan else None
     setter = tf.compat.v1.train.replica_device_setter(
         cluster=tf.train.ClusterSpec(cfg.cluster.as_dict()),
         worker_device=f"/job:worker/task:{cfg.task}",
@@ -392,7 +446,9 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
     with tf.compat.v1.device(setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         x, y = synthetic_batch(cfg.batch_size, cfg.seed + cfg.task)
-        model = models.build_model(cfg.model, cfg.width)
+        model = models.build_model(cfg.model, cfg.width, plan.splits if plan else None)
+        if strategy:
+            strategy.check_complete()
         logits = model(tf.constant(x), training=True)
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(y), logits=logits))
         variables = [v.value for v in model.trainable_variables]  # Keras 3 Variable -> tf.Variable

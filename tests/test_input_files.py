@@ -1,0 +1,187 @@
+"""Inputs that become paths, and inputs a YAML loader takes but a testbed must not.
+
+Names read from files (a topology's and an experiment's `name`, job names in `jobs:`, figure
+and point names) become folders and files under results/: an experiment named
+`../../../elsewhere/x` once wrote its results outside results/ (as root). Files that are not
+UTF-8, and `.inf`/`.nan` numbers, printed a raw Python error or were taken as they were. Each
+is now one line `FILE: FIELD: problem; fix`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.figure import Figure, figure_names, load_figure
+from topologies.schema import TopologyError, is_safe_name, load_spec
+from workloads.experiment import load_experiment
+
+REPO = Path(__file__).resolve().parents[1]
+PSNET = {"kind": "psnet", "tors": 3, "ps": 2, "workers": [2, 2, 2], "worker_mbps": 1000, "scale": 10}
+JOB = {"model": "tiny", "iterations": 2}
+BAD_NAMES = ["../../../elsewhere/x", "..", ".hidden", "a/b", "a\\b", "a..b", "", "with space", "tab\t", "é"]
+GOOD_NAMES = ["psnet-vgg16", "fig13", "a.b", "A_1", "x", "9-lives"]
+
+
+def write(path: Path, data: dict | str | bytes) -> Path:
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def topology(tmp_path: Path, **fields: object) -> Path:
+    return write(tmp_path / "topo.yaml", {**PSNET, **fields})
+
+
+def experiment(tmp_path: Path, **fields: object) -> Path:
+    topology(tmp_path)
+    return write(tmp_path / "exp.yaml", {"topology": "topo.yaml", "job": JOB, **fields})
+
+
+def one_line(call, *args) -> str:
+    """The message of the TopologyError that call(*args) raises; it must be one line."""
+    with pytest.raises(TopologyError) as info:
+        call(*args)
+    msg = str(info.value)
+    assert "\n" not in msg, msg
+    return msg
+
+
+# --- names ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", GOOD_NAMES)
+def test_plain_names_are_accepted_everywhere(tmp_path, name):
+    assert is_safe_name(name)
+    assert load_spec(topology(tmp_path, name=name)).name == name
+    exp, _, _ = load_experiment(experiment(tmp_path, name=name))
+    assert exp.name == name
+    exp, _, _ = load_experiment(experiment(tmp_path, jobs=[{**JOB, "name": name}], job=None))
+    assert exp.jobs[0].name == name
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_topology_name_that_is_not_one_path_component_is_refused(tmp_path, name):
+    path = topology(tmp_path, name=name)
+    msg = one_line(load_spec, path)
+    assert msg.startswith(f"{path}: name: {name!r} cannot name a results folder; "), msg
+    assert msg.endswith("e.g. psnet-vgg16")
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_experiment_name_that_is_not_one_path_component_is_refused(tmp_path, name):
+    path = experiment(tmp_path, name=name)
+    assert one_line(load_experiment, path).startswith(f"{path}: name: {name!r} cannot name a results folder"), name
+
+
+def test_job_names_in_jobs_are_checked(tmp_path):
+    jobs = [{**JOB, "name": "a"}, {**JOB, "name": "../b"}]
+    path = experiment(tmp_path, jobs=jobs, job=None)
+    assert one_line(load_experiment, path).startswith(f"{path}: jobs.1.name: '../b' cannot name a results folder")
+
+
+def test_a_file_without_a_name_is_named_after_its_file_made_safe(tmp_path):
+    """The default name is the file's stem with anything unsafe replaced; a name written in the
+    file is checked, never rewritten."""
+    topology(tmp_path)
+    path = write(tmp_path / "my run..v2.yaml", {"topology": "topo.yaml", "job": JOB})
+    assert load_experiment(path)[0].name == "my-run.v2"
+    assert load_spec(write(tmp_path / ".hidden topo.yaml", PSNET)).name == "hidden-topo"
+    named = write(tmp_path / "topo.yaml", {**PSNET, "name": "my run"})
+    assert one_line(load_spec, named).startswith(f"{named}: name: 'my run' cannot name a results folder")
+
+
+def test_figure_and_point_names_are_checked():
+    shipped = load_figure("fig13")
+    data = shipped.model_dump()
+    with pytest.raises(ValueError, match=r"figure\n.*'\.\./x' cannot name a results folder"):
+        Figure.model_validate({**data, "figure": "../x"})
+    points = [{**data["points"][0], "id": "a/b"}]
+    with pytest.raises(ValueError, match=r"points\.0\.id\n.*'a/b' cannot name a results folder"):
+        Figure.model_validate({**data, "points": points})
+
+
+@pytest.mark.parametrize("name", ["../../topologies/psnet-testbed", "/etc/passwd", "fig13/..", ".fig13"])
+def test_a_figure_name_never_leaves_the_figures_folder(name):
+    msg = one_line(load_figure, name)
+    assert msg == f"{name}: no such figure; figures: {', '.join(figure_names())}"
+
+
+def test_every_shipped_name_is_valid():
+    for path in sorted((REPO / "workloads" / "experiments").glob("*.yaml")):
+        load_experiment(path)
+    for name in figure_names():
+        fig = load_figure(name)
+        assert is_safe_name(fig.figure) and all(is_safe_name(p.id) for p in fig.points)
+    for path in sorted((REPO / "topologies").glob("*.yaml")):
+        assert is_safe_name(load_spec(path).name)
+
+
+# --- encodings --------------------------------------------------------------------------------
+
+
+def test_topology_file_not_utf8_names_the_field(tmp_path):
+    path = write(tmp_path / "topo.yaml", b"kind: psnet\nname: caf\xe9\ntors: 3\n")
+    assert one_line(load_spec, path) == f"{path}: name: not UTF-8 text; save the file as UTF-8"
+
+
+def test_not_utf8_outside_any_value_names_the_line(tmp_path):
+    path = write(tmp_path / "topo.yaml", b"kind: psnet\n# \xff\xfe comment\ntors: 3\n")
+    assert one_line(load_spec, path) == f"{path}: line 2 (byte 0xff): not UTF-8 text; save the file as UTF-8"
+
+
+def test_experiment_file_not_utf8_names_the_field(tmp_path):
+    topology(tmp_path)
+    path = write(tmp_path / "exp.yaml", b"topology: topo.yaml\njob: {model: tiny, name: j\xf6b}\n")
+    assert one_line(load_experiment, path) == f"{path}: job.name: not UTF-8 text; save the file as UTF-8"
+
+
+def test_utf16_file_is_refused_in_one_line(tmp_path):
+    path = write(tmp_path / "topo.yaml", yaml.safe_dump(PSNET).encode("utf-16"))
+    assert one_line(load_spec, path).endswith(": not UTF-8 text; save the file as UTF-8")
+
+
+# --- numbers that are not finite --------------------------------------------------------------
+
+NON_FINITE = [".inf", "-.inf", ".nan", ".NaN", "+.Inf"]
+
+
+@pytest.mark.parametrize("value", NON_FINITE)
+@pytest.mark.parametrize("field", ["scale", "worker_mbps", "K", "delay_ms"])
+def test_topology_number_not_finite_is_refused(tmp_path, field, value):
+    text = yaml.safe_dump({k: v for k, v in PSNET.items() if k != field}) + f"{field}: {value}\n"
+    path = write(tmp_path / "topo.yaml", text)
+    msg = one_line(load_spec, path)
+    assert msg.startswith(f"{path}: {field}: ") and msg.endswith("is not a finite number; give a finite value"), msg
+
+
+def test_infinity_as_a_string_is_refused_too(tmp_path):
+    """pydantic reads the string "inf" as a float: caught after validation."""
+    path = write(tmp_path / "topo.yaml", yaml.safe_dump({**PSNET, "scale": "inf"}))
+    assert one_line(load_spec, path) == f"{path}: scale: inf is not a finite number; give a finite value"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ("scale: .inf\n", "scale"),
+        ("compress: .nan\n", "compress"),
+        ("timeline:\n  - {at_s: .inf, action: link_down, link: [ps1_1, t1_1]}\n", "timeline.0.at_s"),
+        ("random_failures: {k: 1, every_s: .inf, count: 2}\n", "random_failures.every_s"),
+    ],
+)
+def test_experiment_number_not_finite_names_the_field(tmp_path, extra, field):
+    topology(tmp_path)
+    path = write(tmp_path / "exp.yaml", "topology: topo.yaml\njob: {model: tiny}\n" + extra)
+    msg = one_line(load_experiment, path)
+    assert msg.startswith(f"{path}: {field}: ") and msg.endswith("is not a finite number; give a finite value"), msg
+
+
+def test_job_deadline_as_infinite_string_is_refused(tmp_path):
+    topology(tmp_path)
+    path = write(tmp_path / "exp.yaml", {"topology": "topo.yaml", "job": {**JOB, "deadline_s": "Infinity"}})
+    assert one_line(load_experiment, path) == f"{path}: job.deadline_s: inf is not a finite number; give a finite value"
