@@ -38,7 +38,7 @@ import psutil
 import yaml
 
 from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
-from emulation import measure, registry
+from emulation import datapath, measure, registry
 from emulation.hostcmd import run_all
 from emulation.net import Testbed, make_mininet
 from emulation.shaping import offload_cmd
@@ -488,12 +488,20 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
                     for p in problems:
                         LOG.warning("shaping %g Mbit/s x %d: %s", mbps, flows, p)
                     LOG.info("shaping %g Mbit/s x %d flows, %g s", mbps, flows, seconds)
+                    senders = sorted({s for s, _ in pairs})
+                    bridges = [s.name for s in tb.model.switches()]
+                    counters0 = datapath.Snapshot.take(bridges)
+                    retrans0 = measure.tcp_retrans(tb, senders)
                     sampler = CpuSampler()
                     sampler.start()
                     try:
                         rates = measure.iperf(tb, pairs, seconds)
                     finally:
                         ovs_cpu, idle = sampler.finish(skip_s=1.5)  # server start + iperf's 1 s omit
+                    # losses inside ovs-vswitchd (exact) and what TCP resent for all losses
+                    drops = datapath.compare(counters0, datapath.Snapshot.take(bridges))
+                    retrans = measure.tcp_retrans(tb, senders) - retrans0
+                    sent = sum(r.achieved_mbps for r in rates) * 1e6 / 8 * seconds  # goodput bytes
                     ratios = [r.achieved_mbps / mbps for r in rates]
                     out.append(
                         {
@@ -507,6 +515,11 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
                             "wire_min": min(ratios) / WIRE_FACTOR,
                             "ovs_cpu_pct": ovs_cpu,
                             "idle_pct": idle,
+                            "retrans_segments": retrans,
+                            "retrans_share": retrans * measure.MSS_BYTES / sent if sent else None,
+                            "datapath_drops": drops.silent,
+                            "datapath_rx_drops": drops.received_dropped,
+                            "ovs_send_buffer": getattr(datapath.send_socket(), "sndbuf", None),
                             "pair_problems": problems,
                             "flows_detail": [asdict(r) for r in rates],
                         }
@@ -606,6 +619,10 @@ def format_tables(res: dict) -> str:
                     f">= {FIDELITY_TARGET:.0%}" if within else f"- (> {FIDELITY_BUDGET_MBPS:g})",
                     fmt(r["ovs_cpu_pct"], ".0f"),
                     fmt(r["idle_pct"], ".0f"),
+                    f"{r['retrans_segments']} ({r['retrans_share']:.2%})"
+                    if r.get("retrans_share") is not None
+                    else "-",
+                    f"{r.get('datapath_drops', '-')} / {r.get('datapath_rx_drops', '-')}",
                 ]
             )
         head = [
@@ -617,6 +634,8 @@ def format_tables(res: dict) -> str:
             "target (wire)",
             "ovs-vswitchd CPU (% of a core)",
             "machine idle (%)",
+            "TCP retransmissions (share of bytes)",
+            "ovs-vswitchd drops send / receive",
         ]
         parts.append("### 3. Shaping fidelity (iperf3 TCP, each flow its own bottleneck)\n\n" + md_table(head, rows))
     return "\n\n".join(parts) + "\n"

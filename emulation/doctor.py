@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 
+from emulation import datapath
 from topologies.schema import TopologySpec
 
 SETUP = "run `sudo scripts/setup.sh`"
@@ -55,6 +56,28 @@ def has_netem() -> bool:
     return qdisc_supported("netem")
 
 
+def send_buffer_check() -> Check:
+    """Does ovs-vswitchd's send socket hold the switch-side queues? With the kernel's 208 KB
+    default it drops packets silently once ~90 frames wait in all switch-side HTB queues
+    together (emulation/datapath.py). Not blocking: emulations run, but lose packets."""
+    fix = f"{SETUP} (it raises net.core.wmem_default and enlarges the running daemon's socket in place)"
+    sock = datapath.send_socket()
+    if sock is None:
+        default = datapath.wmem_default()
+        ok = default >= datapath.MIN_SNDBUF
+        detail = f"not created yet; it will take net.core.wmem_default = {default} bytes" + (
+            "" if ok else f": too small, {fix}"
+        )
+        return Check("ovs send buffer", ok, detail, blocking=False)
+    ok = sock.sndbuf >= datapath.MIN_SNDBUF
+    detail = (
+        f"{sock.sndbuf} bytes (ovs-vswitchd pid {sock.pid})"
+        if ok
+        else f"only {sock.sndbuf} bytes: switch-side queues lose packets silently; {fix}"
+    )
+    return Check("ovs send buffer", ok, detail, blocking=False)
+
+
 def checks() -> list[Check]:
     """Every check, blocking ones first."""
     out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run with sudo")]
@@ -86,6 +109,8 @@ def checks() -> list[Check]:
                 blocking=False,
             )
         )
+        if os.geteuid() == 0 and shutil.which("ss"):
+            out.append(send_buffer_check())
     if os.geteuid() == 0 and shutil.which("tc"):
         for q in ("htb", "tbf"):
             out.append(

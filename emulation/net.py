@@ -330,6 +330,11 @@ class Testbed:
         self._tc_batch(root, root_tc)
         for i in range(0, len(root_intfs), 50):
             run_all(root, [offload_cmd(x) for x in root_intfs[i : i + 50]])
+        # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
+        # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)
+        for i in range(0, len(root_intfs), 200):
+            names = root_intfs[i : i + 200]
+            run_all(root, [["sysctl", "-qw", *(f"net.ipv6.conf.{x.replace('.', '/')}.disable_ipv6=1" for x in names)]])
 
     def _tc_batch(self, node, cmds: list[list[str]]) -> None:
         f = self.run_dir / f"tc-{node.name}.batch"
