@@ -18,8 +18,9 @@ Per point, printed with its target beside it (nothing is asserted):
   monitor calls the run faithful;
 - the fidelity verdict: faithful?, ovs-vswitchd CPU p95 (share of a core), machine idle p5;
 - TF start-up per process (`startup_s` of every "ready" line in events.jsonl): median and max;
-- peak RSS per TF process: a thread samples every `python -m workloads.psjob` process descended
-  from this one (kernel high-water mark VmHWM, else the largest sampled RSS).
+- peak RSS per TF process: a sampler (emulation.sampler) follows every `python -m workloads.psjob`
+  process descended from this one (the larger of the kernel's high-water mark VmHWM and the
+  sampled RSS).
 
 Results go to OUT/bct.json (everything) and OUT/bct.md. Every emulation takes the testbed's
 emulator lock (set PSNET_LOCK_WAIT_S to queue behind other runs); the time a point spent before
@@ -33,7 +34,6 @@ import json
 import logging
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -42,6 +42,7 @@ import yaml
 
 from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
 from emulation.net import unwind_on_sigterm
+from emulation.sampler import Sampler
 from topologies.schema import load_spec
 from workloads.runner import RunResult, run_experiment
 
@@ -68,18 +69,7 @@ RSS_PERIOD_S = 0.5
 PSJOB = "workloads.psjob"
 
 
-# --- memory of the TF processes ----------------------------------------------------------------
-def _hwm_bytes(pid: int) -> int | None:
-    """The kernel's peak resident set (VmHWM) of a process, None if it cannot be read."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
+# --- memory and CPU of the TF processes --------------------------------------------------------
 def _arg(cmdline: list[str], flag: str) -> str | None:
     try:
         return cmdline[cmdline.index(flag) + 1]
@@ -87,107 +77,53 @@ def _arg(cmdline: list[str], flag: str) -> str | None:
         return None
 
 
-class ProcSampler(threading.Thread):
-    """Every period_s: peak RSS of each TF process of this run, and who used the CPU while it ran.
+def _is_psjob(p: psutil.Process) -> bool:
+    try:
+        return PSJOB in p.cmdline()
+    except psutil.Error:
+        return False
+
+
+def job_sampler(period_s: float = RSS_PERIOD_S) -> Sampler:
+    """A sampler of this run's processes: the CPU of this process and its descendants (TF,
+    controller, host shells), and the peak memory of its TF processes.
 
     TF processes are the `python -m workloads.psjob` processes descended from this one (Mininet's
     host.popen forks them from this process through mnexec), so TF processes of anything else on
-    the machine (a test suite's loopback jobs) are left out. CPU: the machine's busy time (user,
-    nice, system; not irq/softirq) against the CPU time of this process, its descendants (TF,
-    controller, host shells) and ovs-vswitchd; the rest is other work on the box, which the
-    emulation has to share 2 cores with. The CPU account covers the job: from its first TF process
+    the machine (a test suite's loopback jobs) are left out.
+    """
+    me = psutil.Process()
+    return Sampler(period_s, watch=lambda: [me, *me.children(recursive=True)], track=_is_psjob)
+
+
+def job_account(sampler: Sampler) -> tuple[list[dict], dict]:
+    """Stop the sampler; the TF processes (peak RSS) and who used the CPU while the job ran.
+
+    CPU: the machine's busy time (user, nice, system; not irq/softirq) against the CPU time of
+    this process, its descendants and ovs-vswitchd; the rest is other work on the box, which the
+    emulation has to share 2 cores with. The account covers the job: from its first TF process
     (after the lock queue and the bring-up) to the end of the run.
     """
-
-    def __init__(self, period_s: float = RSS_PERIOD_S) -> None:
-        super().__init__(daemon=True)
-        self.period_s = period_s
-        self.me = psutil.Process()
-        self.procs: dict[int, dict] = {}  # pid -> {job, task, peak_rss}
-        self.cpu_s: dict[int, float] = {}  # pid -> last CPU seconds, for this run's processes
-        self.ours_s = 0.0
-        self.t0: float | None = None  # the CPU account starts when the job's first process appears
-        self.busy0 = 0.0
-        self._done = threading.Event()
-        try:
-            self.ovs = next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "ovs-vswitchd")
-        except StopIteration:
-            self.ovs = None
-
-    @staticmethod
-    def _busy() -> float:
-        t = psutil.cpu_times()
-        return t.user + t.nice + t.system
-
-    def _account(self, procs: list[psutil.Process], baseline: bool = False) -> None:
-        """Add the CPU seconds `procs` used since the last look (baseline: just note them)."""
-        for p in procs:
-            try:
-                c = p.cpu_times()
-            except psutil.Error:
-                continue
-            now = c.user + c.system
-            if not baseline:
-                self.ours_s += max(0.0, now - self.cpu_s.get(p.pid, 0.0))
-            self.cpu_s[p.pid] = now
-
-    def run(self) -> None:
-        while not self._done.is_set():
-            self.sample()
-            self._done.wait(self.period_s)
-        self.sample()
-
-    @staticmethod
-    def _is_psjob(p: psutil.Process) -> bool:
-        try:
-            return PSJOB in p.cmdline()
-        except psutil.Error:
-            return False
-
-    def sample(self) -> None:
-        try:
-            children = self.me.children(recursive=True)
-        except psutil.Error:
-            return
-        ours = [self.me, *children, *([self.ovs] if self.ovs else [])]
-        if self.t0 is None:
-            if not any(self._is_psjob(p) for p in children):
-                return
-            self.t0, self.busy0 = time.monotonic(), self._busy()
-            self._account(ours, baseline=True)
-        else:
-            self._account(ours)
-        for p in children:
-            try:
-                rec = self.procs.get(p.pid)
-                if rec is None:
-                    cmd = p.cmdline()
-                    if PSJOB not in cmd:
-                        continue
-                    rec = self.procs[p.pid] = {
-                        "pid": p.pid,
-                        "job": _arg(cmd, "--job"),
-                        "task": _arg(cmd, "--task"),
-                        "peak_rss": 0,
-                        "samples": 0,
-                    }
-                rss = p.memory_info().rss
-                hwm = _hwm_bytes(p.pid) or 0
-                rec["peak_rss"] = max(rec["peak_rss"], rss, hwm)
-                rec["samples"] += 1
-            except psutil.Error:  # exited between the listing and the read
-                continue
-
-    def finish(self) -> tuple[list[dict], dict]:
-        """Stop; the TF processes, and the CPU account (mean cores: machine busy, ours, other)."""
-        self._done.set()
-        self.join(timeout=10)
-        cpu: dict = {"seconds": None, "busy_cores": None, "ours_cores": None, "other_cores": None}
-        if self.t0 is not None:
-            dt = max(1e-9, time.monotonic() - self.t0)
-            busy, ours = (self._busy() - self.busy0) / dt, self.ours_s / dt
-            cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
-        return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0))), cpu
+    samples = sampler.stop(final=True)
+    first = next((i for i, w in enumerate(samples) if w.tracked), None)
+    cpu: dict = {"seconds": None, "busy_cores": None, "ours_cores": None, "other_cores": None}
+    if first is not None:
+        job = samples[first + 1 :]  # the window the first TF process appeared in is the baseline
+        dt = max(1e-9, sum(w.dt_s for w in job))
+        busy = sum(w.busy_s for w in job) / dt
+        ours = sum(w.procs_cpu_s + (w.ovs_cpu or 0.0) * w.dt_s for w in job) / dt
+        cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
+    procs = [
+        {
+            "pid": m.pid,
+            "job": _arg(m.cmdline, "--job"),
+            "task": _arg(m.cmdline, "--task"),
+            "peak_rss": m.peak_rss,
+            "samples": m.samples,
+        }
+        for m in sampler.memory.values()
+    ]
+    return sorted(procs, key=lambda r: (r["job"] or "", int(r["task"] or 0))), cpu
 
 
 # --- one point ---------------------------------------------------------------------------------
@@ -325,8 +261,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         args.warmup,
         args.iterations,
     )
-    sampler = ProcSampler()
-    sampler.start()
+    sampler = job_sampler().start()
     t_call, t0 = time.time(), time.monotonic()
     error, result = "", None
     try:
@@ -337,7 +272,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         error = f"{type(err).__name__}: {err}"
         LOG.error("%s failed: %s", name, error)
     finally:
-        procs, cpu = sampler.finish()
+        procs, cpu = job_account(sampler)
     wall_s = time.monotonic() - t0
     out_dir = result.out_dir if isinstance(result, RunResult) else runs_dir / name
     summary = result.summary if result else _read_summary(out_dir)

@@ -23,24 +23,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
 import yaml
 
 from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
-from emulation import measure, registry
+from emulation import measure
+from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
-from emulation.net import Testbed, make_mininet
+from emulation.net import Testbed
+from emulation.sampler import Sample, Sampler
 from emulation.shaping import offload_cmd
 from topologies.build import load_network
 from topologies.model import Network
@@ -64,75 +63,11 @@ RECONFIG_WORKER, RECONFIG_PS, RECONFIG_OTHER_TOR = "w1_1_1", "ps1_1", "t1_3"
 SEND_GAP_S = 0.0005
 UDP_PORT = 7777
 SETTLE_S = 0.6  # between reconfigurations: the stream runs steadily on one NIC again
+CPU_PERIOD_S = 0.5  # sampling period of ovs-vswitchd's CPU and the machine's idle time
 
 SHAPING_BASE = "psnet-testbed"
-
-# Run inside the PS with sys.executable: one line "ready", then on SIGTERM a JSON object with the
-# arrival time (time.time(): CLOCK_REALTIME is shared by all namespaces), the interface index from
-# IP_PKTINFO and the sequence number of every datagram, plus the names of the indices.
-RECEIVER = r"""
-import json, signal, socket, struct, sys, time
-IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux value; Python 3.11 does not export it
-done = False
-def on_term(*_):
-    global done
-    done = True
-signal.signal(signal.SIGTERM, on_term)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
-s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-s.settimeout(0.1)
-rec = []
-print("ready", flush=True)
-while not done:
-    try:
-        data, anc, _flags, _addr = s.recvmsg(64, socket.CMSG_SPACE(12))
-    except (TimeoutError, InterruptedError):
-        continue
-    t = time.time()
-    ifindex = -1
-    for level, kind, val in anc:
-        if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
-            ifindex = struct.unpack("I", val[:4])[0]
-    rec.append((t, ifindex, struct.unpack("!I", data[:4])[0]))
-names = {}
-for i in {r[1] for r in rec}:
-    try:
-        names[i] = socket.if_indextoname(i)
-    except OSError:
-        names[i] = str(i)
-print(json.dumps({"rec": [(t, names[i], q) for t, i, q in rec]}), flush=True)
-"""
-
-# Run inside the worker: one datagram (sequence number, send time) every GAP s until SIGTERM.
-# Paced against an absolute schedule; after a stall (2 cores, busy) it restarts the schedule
-# rather than bursting, since the userspace datapath drops part of a burst.
-SENDER = r"""
-import json, signal, socket, struct, sys, time
-done = False
-def on_term(*_):
-    global done
-    done = True
-signal.signal(signal.SIGTERM, on_term)
-ip, port, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-seq, errors = 0, 0
-nxt = time.monotonic()
-while not done:
-    try:
-        s.sendto(struct.pack("!Id", seq, time.time()), (ip, port))
-    except OSError:
-        errors += 1
-    seq += 1
-    nxt += gap
-    d = nxt - time.monotonic()
-    if d > 0:
-        time.sleep(d)
-    elif d < -10 * gap:
-        nxt = time.monotonic()
-print(json.dumps({"sent": seq, "errors": errors}), flush=True)
-"""
+#: the paced UDP stream and its receiver (benchmarks/udp_probe.py), run inside the hosts
+UDP_PROBE = [sys.executable, "-m", "benchmarks.udp_probe"]
 
 
 # --- helpers shared by the figures -------------------------------------------------------------
@@ -219,30 +154,18 @@ def bringup_figure(files: list[Path], reps: int) -> list[dict]:
 def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
     """The FatTree as plain Mininet: userspace OVS, standalone + STP, no controller.
 
-    Times file -> worker<->PS pairs ping. The run is registered like a Testbed run (run folder,
-    host PIDs, tagged bridges), so `testbed clean` can remove it if this process dies.
+    Times file -> worker<->PS pairs ping. The run comes up registered like a Testbed run
+    (emulation.bringup: lock, run folder, host PIDs, tagged bridges), so `testbed clean` can
+    remove it if this process dies.
     """
-    t_lock = time.monotonic()
-    lock = registry.acquire_emulator(lock_wait_s())
-    lock_s = time.monotonic() - t_lock
-    mn = None
-    run_dir = None
-    row: dict = {"topology": f"{path.stem} (standalone STP, no controller)", "lock_wait_s": lock_s}
+    model = load_network(path)
+    run = RegisteredNet(model, f"{path} (bench STP)")
+    row: dict = {"topology": f"{path.stem} (standalone STP, no controller)"}
     try:
+        run.open(lock_wait_s())
+        row["lock_wait_s"] = run.lock_wait_s
         t0 = time.monotonic()
-        model = load_network(path)
-        taken = sorted(set(registry.existing_bridges()) & {n.name for n in model.switches()})
-        if taken:
-            raise RuntimeError(f"bridge {taken[0]} already exists; not building the STP FatTree over it")
-        run_id, run_dir = registry.new_run()
-        registry.save(run_dir, owner_pid=os.getpid(), topology=f"{path} (bench STP)")
-        mn = make_mininet(model, failMode="standalone", stp=True)
-        mn.build()
-        registry.save(
-            run_dir,
-            host_pids=[h.pid for h in mn.hosts] + [s.pid for s in mn.switches],
-            root_intfs=[i.name for s in mn.switches for i in s.intfList() if i.name != "lo"],
-        )
+        mn = run.build(make_mininet(model, failMode="standalone", stp=True))
         for h in model.hosts():
             cmds = []
             for ln in model.links_of(h.name):
@@ -254,13 +177,7 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
                     offload_cmd(intf),
                 ]
             run_all(mn.get(h.name), cmds)
-        mn.start()
-        for sw in mn.switches:
-            subprocess.run(
-                ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={run_id}"],
-                check=True,
-                capture_output=True,
-            )
+        run.start()
         t_started = time.monotonic()
         pairs = model.intended_pairs()
         reach_s = wait_reachable(BareNet(model, mn), pairs, cap_s, ping_wait_s=0.5)
@@ -277,14 +194,10 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
     finally:
         t1 = time.monotonic()
         try:
-            if mn is not None:
-                mn.stop()
+            run.stop_mininet()
         finally:
             row["teardown_s"] = time.monotonic() - t1
-            if run_dir is not None and run_dir.exists():
-                registry.save(run_dir, owner_pid=0)
-                registry.clean_run(run_dir)
-            registry.release_emulator(lock)
+            run.close()
     return row
 
 
@@ -319,7 +232,7 @@ def reconfig_session(tb: Testbed, dark_ms: float, reps: int) -> tuple[list[dict]
     home = tb.circuits()[worker]
     nic = {tor: tb.model.links_between(ps, tor)[0].intf(ps) for tor in (home, RECONFIG_OTHER_TOR)}
     recv = tb.host(ps).popen(
-        [sys.executable, "-c", RECEIVER, str(UDP_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*UDP_PROBE, "receive", str(UDP_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=TOP
     )
     events: list[dict] = []
     sent: dict = {}
@@ -327,10 +240,11 @@ def reconfig_session(tb: Testbed, dark_ms: float, reps: int) -> tuple[list[dict]
         if recv.stdout.readline().strip() != "ready":
             raise RuntimeError(f"UDP receiver in {ps} did not start: {recv.stderr.read()[-400:]}")
         send = tb.host(worker).popen(
-            [sys.executable, "-c", SENDER, tb.model.nodes[ps].ip, str(UDP_PORT), str(SEND_GAP_S)],
+            [*UDP_PROBE, "send", tb.model.nodes[ps].ip, str(UDP_PORT), str(SEND_GAP_S)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            cwd=TOP,
         )
         try:
             time.sleep(SETTLE_S)
@@ -422,13 +336,15 @@ def flow_pairs(flows: int) -> list[tuple[str, str]]:
     raise ValueError(f"flows: 1 or 6, got {flows}")
 
 
-def flow_problems(tb: Testbed, pairs: list[tuple[str, str]], mbps: float) -> list[str]:
-    """Why the pairs would not each have their own bottleneck at `mbps` (empty if they do)."""
+def flow_problems(
+    net: Network, paths: dict, circuits: dict[str, str], pairs: list[tuple[str, str]], mbps: float
+) -> list[str]:
+    """Why the pairs would not each have their own bottleneck at `mbps` (empty if they do), on
+    the controller's current `paths` and `circuits` (worker -> ToR)."""
     problems = []
-    circuits = tb.circuits()
     nics: Counter = Counter()
     for w, ps in pairs:
-        b = measure.bottleneck_mbps(tb, w, ps)
+        b = measure.path_bottleneck_mbps(net, paths, w, ps)
         if abs(b - mbps) > 1e-6:
             problems.append(f"{w}->{ps}: bottleneck {b:g} Mbit/s, not {mbps:g}")
         nics[(ps, circuits[w])] += 1
@@ -436,43 +352,13 @@ def flow_problems(tb: Testbed, pairs: list[tuple[str, str]], mbps: float) -> lis
     return problems
 
 
-def ovs_process() -> psutil.Process:
-    """The running ovs-vswitchd (from its pid file, else by its exact process name)."""
-    for f in ("/var/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovs-vswitchd.pid"):
-        try:
-            return psutil.Process(int(Path(f).read_text().strip()))
-        except (OSError, ValueError, psutil.Error):
-            continue
-    for p in psutil.process_iter(["name"]):
-        if p.info["name"] == "ovs-vswitchd":
-            return p
-    raise RuntimeError("ovs-vswitchd is not running (testbed doctor)")
-
-
-class CpuSampler(threading.Thread):
-    """Every period_s: ovs-vswitchd's CPU (% of one core, all threads) and the machine's idle %."""
-
-    def __init__(self, period_s: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.period_s = period_s
-        self.ovs = ovs_process()
-        self.samples: list[tuple[float, float]] = []
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        self.ovs.cpu_percent(None)
-        psutil.cpu_times_percent(None)
-        while not self._done.wait(self.period_s):
-            self.samples.append((self.ovs.cpu_percent(None), psutil.cpu_times_percent(None).idle))
-
-    def finish(self, skip_s: float) -> tuple[float | None, float | None]:
-        """Stop; means over the samples after the first `skip_s` seconds (iperf's warm-up)."""
-        self._done.set()
-        self.join()
-        keep = self.samples[int(skip_s / self.period_s) :] or self.samples
-        if not keep:
-            return None, None
-        return statistics.mean(s[0] for s in keep), statistics.mean(s[1] for s in keep)
+def cpu_means(samples: list[Sample], skip_s: float) -> tuple[float | None, float | None]:
+    """Mean ovs-vswitchd CPU (% of one core) and machine idle (%) over the windows after the
+    first `skip_s` seconds (iperf's warm-up); None where nothing was measured."""
+    keep = samples[int(skip_s / CPU_PERIOD_S) :] or samples
+    ovs = [w.ovs_cpu * 100 for w in keep if w.ovs_cpu is not None]
+    idle = [w.idle * 100 for w in keep]
+    return (statistics.mean(ovs) if ovs else None), (statistics.mean(idle) if idle else None)
 
 
 def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: float) -> list[dict]:
@@ -484,16 +370,15 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
             with Testbed(path) as tb:
                 for flows in flow_counts:
                     pairs = flow_pairs(flows)
-                    problems = flow_problems(tb, pairs, mbps)
+                    problems = flow_problems(tb.model, tb.current_paths(), tb.circuits(), pairs, mbps)
                     for p in problems:
                         LOG.warning("shaping %g Mbit/s x %d: %s", mbps, flows, p)
                     LOG.info("shaping %g Mbit/s x %d flows, %g s", mbps, flows, seconds)
-                    sampler = CpuSampler()
-                    sampler.start()
+                    sampler = Sampler(CPU_PERIOD_S).start()
                     try:
                         rates = measure.iperf(tb, pairs, seconds)
                     finally:
-                        ovs_cpu, idle = sampler.finish(skip_s=1.5)  # server start + iperf's 1 s omit
+                        ovs_cpu, idle = cpu_means(sampler.stop(), skip_s=1.5)  # server start + iperf's 1 s omit
                     ratios = [r.achieved_mbps / mbps for r in rates]
                     out.append(
                         {

@@ -10,17 +10,17 @@ full core from ~150 Mbit/s aggregate upward while links still carry 99.9% of the
 sign of an unfaithful run is a starved machine (ovs-vswitchd saturated, or no idle CPU left)
 *and* a busiest link that never reached its configured rate: then the emulator, not the
 emulated network, set the pace. The verdict names its numbers either way.
+
+The verdict is a pure function of its inputs (`judge(FidelityInputs)`): the monitor only samples
+(emulation.sampler) and condenses the windows into those inputs.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import psutil
-
+from emulation.sampler import Sample, Sampler, after
 from topologies.model import Network
 
 #: ovs-vswitchd above this share of one core: it may be what limits the traffic
@@ -31,20 +31,8 @@ IDLE_LIMIT = 0.05
 LINK_FULL = 0.90
 #: a sample window (s); the busiest-window rate of a link is taken over this
 WINDOW_S = 1.0
-
-
-def _ovs_process() -> psutil.Process | None:
-    for p in psutil.process_iter(["name"]):
-        if p.info["name"] == "ovs-vswitchd":
-            return p
-    return None
-
-
-def _tx_bytes(intf: str) -> int:
-    try:
-        return int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
-    except OSError:
-        return 0
+#: a link counts as used when its busiest window reached this share of its rate
+LINK_USED = 0.05
 
 
 @dataclass
@@ -62,87 +50,86 @@ class Verdict:
         return self.__dict__.copy()
 
 
+@dataclass(frozen=True)
+class FidelityInputs:
+    """What the verdict is judged on, per sample window of the run's measured part."""
+
+    ovs_cpu: Sequence[float]  # ovs-vswitchd's share of one core
+    idle: Sequence[float]  # the machine's idle share
+    peak_mbps: Mapping[str, float]  # per switch-side interface: its busiest window's rate
+    rate_mbps: Mapping[str, float]  # per switch-side interface: its configured (emulated) rate
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[Sample], rate_mbps: Mapping[str, float]) -> FidelityInputs:
+        """Condense sampler windows (ovs-vswitchd not running counts as 0% of a core)."""
+        return cls(
+            ovs_cpu=[s.ovs_cpu or 0.0 for s in samples],
+            idle=[s.idle for s in samples],
+            peak_mbps={i: max((s.rate_mbps(i) for s in samples), default=0.0) for i in rate_mbps},
+            rate_mbps=dict(rate_mbps),
+        )
+
+
+def judge(inputs: FidelityInputs) -> Verdict:
+    """Faithful unless the machine was starved (ovs-vswitchd p95 over OVS_CPU_LIMIT of a core, or
+    idle p5 under IDLE_LIMIT) while the busiest link stayed under LINK_FULL of its rate."""
+    cpu = sorted(inputs.ovs_cpu) or [0.0]
+    idle = sorted(inputs.idle) or [1.0]
+    ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
+    idle_p5 = idle[int(0.05 * (len(idle) - 1))]
+    peak = inputs.peak_mbps
+    util = {i: peak.get(i, 0.0) / rate for i, rate in inputs.rate_mbps.items() if peak.get(i, 0.0) > LINK_USED * rate}
+    busiest = max(util, key=util.get) if util else ""  # type: ignore[arg-type]
+    starved = []
+    if ovs_p95 > OVS_CPU_LIMIT:
+        starved.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core")
+    if idle_p5 < IDLE_LIMIT:
+        starved.append(f"machine idle down to {idle_p5:.0%}")
+    peak_util = util.get(busiest, 0.0)
+    reasons = []
+    if starved and peak_util < LINK_FULL:
+        reasons.append(
+            f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
+            f"(< {LINK_FULL:.0%}): the emulator set the pace"
+        )
+    detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
+        f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
+    )
+    top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
+    return Verdict(
+        not reasons,
+        "; ".join(reasons) or detail,
+        ovs_p95,
+        idle_p5,
+        busiest,
+        peak_util,
+        len(inputs.idle),
+        {k: round(v, 3) for k, v in top.items()},
+    )
+
+
 class Monitor:
     """Samples in a thread between start() and stop(); stop() returns the Verdict."""
 
     def __init__(self, net: Network, interval_s: float = WINDOW_S) -> None:
         self.net = net
-        self.interval_s = interval_s
         # switch-side ends are in the root namespace, so /sys shows them; their tx is the
         # traffic entering the cable from the switch, shaped at the cable's rate
         self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
-        self.ovs = _ovs_process()
-        # (time, machine idle share, ovs-vswitchd share of a core, {intf: Mbit/s}) per window
-        self.samples: list[tuple[float, float, float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.sampler = Sampler(interval_s, intfs=self.intfs)
+
+    @property
+    def samples(self) -> list[Sample]:
+        return self.sampler.samples
 
     def start(self) -> Monitor:
-        self._thread.start()
+        self.sampler.start()
         return self
-
-    def _run(self) -> None:
-        psutil.cpu_times_percent(None)
-        if self.ovs:
-            self.ovs.cpu_percent(None)
-        last = {i: _tx_bytes(i) for i in self.intfs}
-        t_last = time.monotonic()
-        while not self._stop.wait(self.interval_s):
-            now = time.monotonic()
-            dt = now - t_last
-            idle = psutil.cpu_times_percent(None).idle / 100.0
-            cpu = 0.0
-            if self.ovs:
-                try:
-                    cpu = self.ovs.cpu_percent(None) / 100.0
-                except psutil.Error:
-                    self.ovs = None
-            rates = {}
-            for i in self.intfs:
-                b = _tx_bytes(i)
-                rates[i] = (b - last[i]) * 8 / dt / 1e6
-                last[i] = b
-            self.samples.append((time.time(), idle, cpu, rates))
-            t_last = now
 
     def stop(self, since: float | None = None) -> Verdict:
         """End sampling; judge the windows after `since` (unix time), e.g. the first measured step."""
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.sampler.stop()
         return self.verdict(since)
 
     def verdict(self, since: float | None = None) -> Verdict:
-        windows = [w for w in self.samples if since is None or w[0] >= since] or self.samples
-        cpu = sorted(w[2] for w in windows) or [0.0]
-        idle = sorted(w[1] for w in windows) or [1.0]
-        ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
-        idle_p5 = idle[int(0.05 * (len(idle) - 1))]
-        peak = {i: max((w[3][i] for w in windows), default=0.0) for i in self.intfs}
-        util = {i: peak[i] / rate for i, rate in self.intfs.items() if peak[i] > 0.05 * rate}
-        busiest = max(util, key=util.get) if util else ""
-        starved = []
-        if ovs_p95 > OVS_CPU_LIMIT:
-            starved.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core")
-        if idle_p5 < IDLE_LIMIT:
-            starved.append(f"machine idle down to {idle_p5:.0%}")
-        peak_util = util.get(busiest, 0.0)
-        reasons = []
-        if starved and peak_util < LINK_FULL:
-            reasons.append(
-                f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
-                f"(< {LINK_FULL:.0%}): the emulator set the pace"
-            )
-        detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
-            f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
-        )
-        top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
-        return Verdict(
-            not reasons,
-            "; ".join(reasons) or detail,
-            ovs_p95,
-            idle_p5,
-            busiest,
-            util.get(busiest, 0.0),
-            len(windows),
-            {k: round(v, 3) for k, v in top.items()},
-        )
+        return judge(FidelityInputs.from_samples(after(self.samples, since), self.intfs))

@@ -16,7 +16,7 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.channel import ChannelError
+from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
 from topologies.schema import TopologyError
@@ -184,7 +184,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     names = figure.figure_names() if args.figure == "all" else [args.figure]
     for name in names:
         if args.report_only:
-            from workloads.runner import repredict
+            from workloads.predict import repredict
 
             fig = figure.load_figure(name)
             out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)

@@ -11,11 +11,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from topologies.schema import TopologyError, one_line_error
+from topologies.schema import InputError, one_line_error
 
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = REPO / "workloads" / "figures"
 TOPOLOGIES = REPO / "topologies"
+
+
+class FigureError(InputError):
+    """A figure name or file that cannot be replayed; the message is the one line shown to the user."""
 
 
 class Point(BaseModel):
@@ -62,11 +66,11 @@ def figure_names() -> list[str]:
 def load_figure(name: str) -> Figure:
     path = FIGURES / f"{name}.yaml"
     if not path.exists():
-        raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
+        raise FigureError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
     try:
         return Figure.model_validate(yaml.safe_load(path.read_text()))
     except ValidationError as err:
-        raise TopologyError(one_line_error(str(path), err, Figure)) from None
+        raise FigureError(one_line_error(str(path), err, Figure)) from None
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

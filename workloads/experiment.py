@@ -34,13 +34,17 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from topologies.schema import TopologyError, TopologySpec, load_spec, one_line_error, parse_spec
+from topologies.schema import InputError, TopologySpec, load_spec, one_line_error, parse_spec
 from workloads.models import PAPER_BYTES
 from workloads.timeline import RandomFailures, TimelineEvent
 
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
 #: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes.
 PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936}
+
+
+class ExperimentError(InputError):
+    """An experiment file (or a job's hosts) that cannot run; the message is the one line shown to the user."""
 
 
 class JobSpec(BaseModel):
@@ -116,23 +120,23 @@ def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Pat
     try:
         data = yaml.safe_load(p.read_text())
     except OSError as err:
-        raise TopologyError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
+        raise ExperimentError(f"{p}: cannot read the file ({err.strerror}); check the path") from None
     except yaml.YAMLError as err:
-        raise TopologyError(f"{p}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
+        raise ExperimentError(f"{p}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
     if not isinstance(data, dict):
-        raise TopologyError(f"{p}: (top level): expected a mapping with topology and job")
+        raise ExperimentError(f"{p}: (top level): expected a mapping with topology and job")
     data.setdefault("name", p.stem)
     try:
         exp = ExperimentSpec.model_validate(data)
     except ValidationError as err:
-        raise TopologyError(one_line_error(str(p), err, ExperimentSpec)) from None
+        raise ExperimentError(one_line_error(str(p), err, ExperimentSpec)) from None
     topo_path = (p.parent / exp.topology).resolve()
     if not topo_path.exists():
-        raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
+        raise ExperimentError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
     topo = load_spec(topo_path)
     overrides = {k: v for k, v in (("scale", exp.scale), ("dark_ms", exp.dark_ms)) if v is not None}
     if "dark_ms" in overrides and topo.kind != "psnet":
-        raise TopologyError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
+        raise ExperimentError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
     if overrides:
         topo = parse_spec({**topo.model_dump(), **overrides}, str(topo_path))
     return exp, topo, topo_path
