@@ -129,7 +129,7 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
 
 
 def _print_timeline(tl: dict) -> None:
-    """The timeline's events with what each cost the job (workloads.timeline.recovery)."""
+    """The timeline's events with what each cost the job (workloads.recovery.recovery)."""
     print(
         "  timeline  t (s)  event                          applied (ms)  resume (s)  recovery (s)  slow steps  "
         "extra (s)  steps lost  dropped (kB)"

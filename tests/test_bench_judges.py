@@ -1,13 +1,15 @@
-"""The benchmarks' judgements on numbers they were given (no emulation): benchmarks.bct's target
-and placement diagnostic, benchmarks.network's reading of a reconfiguration from UDP arrivals
-and its check that each flow has its own bottleneck."""
+"""The benchmarks' judgements on numbers they were given (no emulation): the BCT benchmark's
+target and placement diagnostic (benchmarks.bct_measure), the network benchmark's reading of a
+reconfiguration from UDP arrivals (benchmarks.reconfig) and its check that each flow has its own
+bottleneck (benchmarks.network)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.bct import COMM_BOUND_FACTOR, TARGET_HIGH, TARGET_LOW, judge, placed_bytes_bound
-from benchmarks.network import analyze_switch, flow_pairs, flow_problems
+from benchmarks.bct_measure import COMM_BOUND_FACTOR, TARGET_HIGH, TARGET_LOW, judge, placed_bytes_bound
+from benchmarks.network import flow_pairs, flow_problems
+from benchmarks.reconfig import analyze_switch
 from controller.routing import compute_paths
 from controller.tc import initial_circuits
 from topologies.build import load_network
