@@ -19,11 +19,13 @@ from pathlib import Path
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
-from topologies.schema import TopologyError
+from topologies.schema import InputError
 from workloads.runner import RunError
 
 LOG = logging.getLogger("testbed")
-USER_ERRORS = (TopologyError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
+#: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
+#: timeline errors are all InputError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
