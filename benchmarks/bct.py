@@ -18,8 +18,9 @@ Per point, printed with its target beside it (nothing is asserted):
   monitor calls the run faithful;
 - the fidelity verdict: faithful?, ovs-vswitchd CPU p95 (share of a core), machine idle p5;
 - TF start-up per process (`startup_s` of every "ready" line in events.jsonl): median and max;
-- peak RSS per TF process: a thread samples every `python -m workloads.psjob` process descended
-  from this one (kernel high-water mark VmHWM, else the largest sampled RSS).
+- peak RSS per TF process: a sampler (emulation.sampler) follows every `python -m workloads.psjob`
+  process descended from this one (the larger of the kernel's high-water mark VmHWM and the
+  sampled RSS).
 
 Results go to OUT/bct.json (everything) and OUT/bct.md. Every emulation takes the testbed's
 emulator lock (set PSNET_LOCK_WAIT_S to queue behind other runs); the time a point spent before
@@ -33,13 +34,23 @@ import json
 import logging
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import psutil
 import yaml
 
+from benchmarks.bct_measure import (
+    COMM_BOUND_FACTOR,
+    TARGET_HIGH,
+    TARGET_LOW,
+    job_account,
+    job_sampler,
+    judge,
+    placed_bytes_bound,
+    pre_emulation_s,
+    read_events,
+    startup,
+)
 from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
 from emulation.net import unwind_on_sigterm
 from topologies.schema import load_spec
@@ -61,133 +72,6 @@ ITERATIONS, WARMUP = 4, 1
 #: kernels unevenly, so the benchmark places variables by size
 PLACEMENT = "balanced"
 DEADLINE_S = 600.0
-TARGET_LOW, TARGET_HIGH = 0.95, 1.10  # measured / BCT_max
-#: "communication-bound": predicted T_push at least this many times T_compute
-COMM_BOUND_FACTOR = 10.0
-RSS_PERIOD_S = 0.5
-PSJOB = "workloads.psjob"
-
-
-# --- memory of the TF processes ----------------------------------------------------------------
-def _hwm_bytes(pid: int) -> int | None:
-    """The kernel's peak resident set (VmHWM) of a process, None if it cannot be read."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _arg(cmdline: list[str], flag: str) -> str | None:
-    try:
-        return cmdline[cmdline.index(flag) + 1]
-    except (ValueError, IndexError):
-        return None
-
-
-class ProcSampler(threading.Thread):
-    """Every period_s: peak RSS of each TF process of this run, and who used the CPU while it ran.
-
-    TF processes are the `python -m workloads.psjob` processes descended from this one (Mininet's
-    host.popen forks them from this process through mnexec), so TF processes of anything else on
-    the machine (a test suite's loopback jobs) are left out. CPU: the machine's busy time (user,
-    nice, system; not irq/softirq) against the CPU time of this process, its descendants (TF,
-    controller, host shells) and ovs-vswitchd; the rest is other work on the box, which the
-    emulation has to share 2 cores with. The CPU account covers the job: from its first TF process
-    (after the lock queue and the bring-up) to the end of the run.
-    """
-
-    def __init__(self, period_s: float = RSS_PERIOD_S) -> None:
-        super().__init__(daemon=True)
-        self.period_s = period_s
-        self.me = psutil.Process()
-        self.procs: dict[int, dict] = {}  # pid -> {job, task, peak_rss}
-        self.cpu_s: dict[int, float] = {}  # pid -> last CPU seconds, for this run's processes
-        self.ours_s = 0.0
-        self.t0: float | None = None  # the CPU account starts when the job's first process appears
-        self.busy0 = 0.0
-        self._done = threading.Event()
-        try:
-            self.ovs = next(p for p in psutil.process_iter(["name"]) if p.info["name"] == "ovs-vswitchd")
-        except StopIteration:
-            self.ovs = None
-
-    @staticmethod
-    def _busy() -> float:
-        t = psutil.cpu_times()
-        return t.user + t.nice + t.system
-
-    def _account(self, procs: list[psutil.Process], baseline: bool = False) -> None:
-        """Add the CPU seconds `procs` used since the last look (baseline: just note them)."""
-        for p in procs:
-            try:
-                c = p.cpu_times()
-            except psutil.Error:
-                continue
-            now = c.user + c.system
-            if not baseline:
-                self.ours_s += max(0.0, now - self.cpu_s.get(p.pid, 0.0))
-            self.cpu_s[p.pid] = now
-
-    def run(self) -> None:
-        while not self._done.is_set():
-            self.sample()
-            self._done.wait(self.period_s)
-        self.sample()
-
-    @staticmethod
-    def _is_psjob(p: psutil.Process) -> bool:
-        try:
-            return PSJOB in p.cmdline()
-        except psutil.Error:
-            return False
-
-    def sample(self) -> None:
-        try:
-            children = self.me.children(recursive=True)
-        except psutil.Error:
-            return
-        ours = [self.me, *children, *([self.ovs] if self.ovs else [])]
-        if self.t0 is None:
-            if not any(self._is_psjob(p) for p in children):
-                return
-            self.t0, self.busy0 = time.monotonic(), self._busy()
-            self._account(ours, baseline=True)
-        else:
-            self._account(ours)
-        for p in children:
-            try:
-                rec = self.procs.get(p.pid)
-                if rec is None:
-                    cmd = p.cmdline()
-                    if PSJOB not in cmd:
-                        continue
-                    rec = self.procs[p.pid] = {
-                        "pid": p.pid,
-                        "job": _arg(cmd, "--job"),
-                        "task": _arg(cmd, "--task"),
-                        "peak_rss": 0,
-                        "samples": 0,
-                    }
-                rss = p.memory_info().rss
-                hwm = _hwm_bytes(p.pid) or 0
-                rec["peak_rss"] = max(rec["peak_rss"], rss, hwm)
-                rec["samples"] += 1
-            except psutil.Error:  # exited between the listing and the read
-                continue
-
-    def finish(self) -> tuple[list[dict], dict]:
-        """Stop; the TF processes, and the CPU account (mean cores: machine busy, ours, other)."""
-        self._done.set()
-        self.join(timeout=10)
-        cpu: dict = {"seconds": None, "busy_cores": None, "ours_cores": None, "other_cores": None}
-        if self.t0 is not None:
-            dt = max(1e-9, time.monotonic() - self.t0)
-            busy, ours = (self._busy() - self.busy0) / dt, self.ours_s / dt
-            cpu = {"seconds": dt, "busy_cores": busy, "ours_cores": ours, "other_cores": max(0.0, busy - ours)}
-        return sorted(self.procs.values(), key=lambda r: (r["job"] or "", int(r["task"] or 0))), cpu
 
 
 # --- one point ---------------------------------------------------------------------------------
@@ -219,98 +103,6 @@ def write_experiment(topology: str, mbps: float, folder: Path, args: argparse.Na
     return path, scale
 
 
-def read_events(out_dir: Path) -> list[dict]:
-    try:
-        lines = (out_dir / "events.jsonl").read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def startup(events: list[dict]) -> dict:
-    """TF start-up (s) of every process from its ready line: all, PSs, workers."""
-    ready = [e for e in events if e.get("event") == "ready" and "startup_s" in e]
-    by = {
-        "all": [e["startup_s"] for e in ready],
-        "ps": [e["startup_s"] for e in ready if e.get("job") == "ps"],
-        "worker": [e["startup_s"] for e in ready if e.get("job") == "worker"],
-    }
-    return {
-        "processes": len(ready),
-        **{f"{k}_median_s": median(v) for k, v in by.items()},
-        **{f"{k}_max_s": maximum(v) for k, v in by.items()},
-    }
-
-
-def pre_emulation_s(events: list[dict], t_call: float) -> float | None:
-    """Seconds from the run_experiment call until its network started coming up (lock queue).
-
-    The controller's "start" event carries the time the testbed was up and its bring-up time;
-    the difference is when the emulator lock was taken.
-    """
-    start = next((e for e in events if e.get("host") == "controller" and e.get("event") == "start"), None)
-    if not start or "bring_up_s" not in start:
-        return None
-    return max(0.0, start["t"] - start["bring_up_s"] - t_call)
-
-
-def judge(summary: dict) -> dict:
-    """Ratios to the model, communication-boundness, and whether the target applies / is met."""
-    pred = summary.get("predicted") or {}
-    bct = (summary.get("bct_s") or {}).get("mean")
-    fid = summary.get("fidelity") or {}
-    out: dict = {"ratio_min": None, "ratio_max": None, "comm_ratio": None, "comm_bound": None}
-    if pred.get("bct_max_s") and bct is not None:
-        out["ratio_min"] = bct / pred["bct_min_s"]
-        out["ratio_max"] = bct / pred["bct_max_s"]
-    if pred.get("t_push_s") and pred.get("t_compute_s"):
-        out["comm_ratio"] = pred["t_push_s"] / pred["t_compute_s"]
-        out["comm_bound"] = out["comm_ratio"] >= COMM_BOUND_FACTOR
-    faithful = bool(fid.get("faithful"))
-    applies = bool(out["comm_bound"]) and faithful and summary.get("complete", False)
-    if not summary.get("complete", False):
-        why = "incomplete run"
-    elif not out["comm_bound"]:
-        why = "not communication-bound"
-    elif not faithful:
-        why = "not faithful"
-    else:
-        why = ""
-    out["target_applies"] = applies
-    out["target_not_applied_because"] = why
-    out["within_target"] = (TARGET_LOW <= out["ratio_max"] <= TARGET_HIGH) if applies and out["ratio_max"] else None
-    return out
-
-
-def placed_bytes_bound(row: dict) -> dict:
-    """Diagnostic: Eq. 1 with the bytes the job really placed on its heaviest PS.
-
-    The model gives every PS S/P bytes. In both prototypes the PS side binds (Eq. 5: R B_s / W =
-    B_w / P; Eq. 7: B_s / W), so a PS holding a share f of S stretches T_pull and T_push by
-    f x P. Not the paper's model: printed beside it to separate placement from emulation. The
-    runner's own `predicted_placement` (the model with S = P x the heaviest PS's bytes) is used
-    where the summary has it; the two agree to within T_ps_update.
-    """
-    placed = row.get("predicted_placement") or {}
-    pred = row.get("predicted") or {}
-    share, mean = row.get("largest_ps_share"), (row.get("bct_s") or {}).get("mean")
-    if placed.get("bct_max_s"):
-        bound = placed["bct_max_s"]
-    elif pred.get("bct_max_s") and share and pred.get("ps"):
-        stretch = max(1.0, share * pred["ps"])
-        bound = (pred["t_pull_s"] + pred["t_push_s"]) * stretch + pred["t_compute_s"] + pred["t_ps_update_s"]
-        bound += pred.get("t_sync_s") or 0.0
-    else:
-        return {"bct_max_placed_s": None, "ratio_max_placed": None}
-    return {"bct_max_placed_s": bound, "ratio_max_placed": mean / bound if mean is not None else None}
-
-
 def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: argparse.Namespace) -> dict:
     """One experiment with memory sampling; the row of the table (and everything behind it)."""
     path, scale = write_experiment(topology, mbps, folder, args)
@@ -325,8 +117,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         args.warmup,
         args.iterations,
     )
-    sampler = ProcSampler()
-    sampler.start()
+    sampler = job_sampler().start()
     t_call, t0 = time.time(), time.monotonic()
     error, result = "", None
     try:
@@ -337,7 +128,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         error = f"{type(err).__name__}: {err}"
         LOG.error("%s failed: %s", name, error)
     finally:
-        procs, cpu = sampler.finish()
+        procs, cpu = job_account(sampler)
     wall_s = time.monotonic() - t0
     out_dir = result.out_dir if isinstance(result, RunResult) else runs_dir / name
     summary = result.summary if result else _read_summary(out_dir)

@@ -17,7 +17,7 @@ an aggregation switch) failed and repaired, a worker moved to another ToR and ba
 worker's cable at half rate and restored, and finally a PS failure (the job restarts on the
 standby from its last checkpoint, saved every 2 steps).
 
-Per event (workloads.timeline.recovery): the time the testbed took to apply it (controller,
+Per event (workloads.recovery.recovery): the time the testbed took to apply it (controller,
 ECS dark period, host routes), recovery time (event -> BCT back within 10% of before), the BCT
 overhead (extra seconds over the slow steps), steps lost and the bytes TCP had to retransmit.
 Results: OUT/failures.json, OUT/failures.md, runs under OUT/failures-runs/. Nothing is asserted.

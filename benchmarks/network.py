@@ -6,10 +6,11 @@ Three figures, each printed with its target beside the measured value (nothing i
    teardown after it; beside it, the same FatTree prototype as plain Mininet bridges in
    standalone mode with STP and no controller (the classic way to avoid loops), timed until its
    worker<->PS pairs ping.
-2. ECS reconfiguration on the PSNet prototype: a worker sends a paced UDP stream to a PS; the PS
-   records which NIC each datagram arrives on; the worker's circuit is moved to another ToR.
-   Measured: request -> first datagram on the PS NIC of the new ToR, the gap between the last
-   datagram on the old NIC and the first on the new one, and the datagrams lost in between.
+2. ECS reconfiguration on the PSNet prototype (benchmarks/reconfig.py): a worker sends a paced
+   UDP stream to a PS; the PS records which NIC each datagram arrives on; the worker's circuit is
+   moved to another ToR. Measured: request -> first datagram on the PS NIC of the new ToR, the
+   gap between the last datagram on the old NIC and the first on the new one, and the datagrams
+   lost in between.
 3. Shaping fidelity: iperf3 goodput / configured rate for 1 and 6 TCP flows, each flow with its
    own bottleneck at the worker rate, with ovs-vswitchd's CPU and the machine's idle time.
 
@@ -23,24 +24,31 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
 import yaml
 
-from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
-from emulation import datapath, measure, registry
+from benchmarks.common import fmt, lock_wait_s, md_table, median, meta, setup_logging
+from benchmarks.reconfig import (
+    RECONFIG_OTHER_TOR,
+    RECONFIG_PS,
+    RECONFIG_TARGET_MS,
+    RECONFIG_TOPOLOGY,
+    RECONFIG_WORKER,
+    SEND_GAP_S,
+    reconfig_figure,
+)
+from emulation import datapath, measure
+from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
-from emulation.net import Testbed, make_mininet
+from emulation.net import Testbed
+from emulation.sampler import Sample, Sampler
 from emulation.shaping import offload_cmd
 from topologies.build import load_network
 from topologies.model import Network
@@ -51,7 +59,6 @@ TOP = Path(__file__).resolve().parent.parent
 
 PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
 BRINGUP_TARGET_S = 5.0
-RECONFIG_TARGET_MS = 100.0
 FIDELITY_TARGET = 0.95
 #: TCP goodput -> rate on the wire: a 1448-byte payload (MSS 1460 less 12 bytes of timestamps)
 #: travels in a 1514-byte Ethernet frame, and HTB counts the frame.
@@ -59,80 +66,9 @@ WIRE_FACTOR = 1448 / 1514
 STP_CAP_S = 120.0
 REACH_CAP_S = 60.0
 
-RECONFIG_TOPOLOGY = "psnet-testbed"
-RECONFIG_WORKER, RECONFIG_PS, RECONFIG_OTHER_TOR = "w1_1_1", "ps1_1", "t1_3"
-SEND_GAP_S = 0.0005
-UDP_PORT = 7777
-SETTLE_S = 0.6  # between reconfigurations: the stream runs steadily on one NIC again
+CPU_PERIOD_S = 0.5  # sampling period of ovs-vswitchd's CPU and the machine's idle time
 
 SHAPING_BASE = "psnet-testbed"
-
-# Run inside the PS with sys.executable: one line "ready", then on SIGTERM a JSON object with the
-# arrival time (time.time(): CLOCK_REALTIME is shared by all namespaces), the interface index from
-# IP_PKTINFO and the sequence number of every datagram, plus the names of the indices.
-RECEIVER = r"""
-import json, signal, socket, struct, sys, time
-IP_PKTINFO = getattr(socket, "IP_PKTINFO", 8)  # Linux value; Python 3.11 does not export it
-done = False
-def on_term(*_):
-    global done
-    done = True
-signal.signal(signal.SIGTERM, on_term)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)
-s.setsockopt(socket.IPPROTO_IP, IP_PKTINFO, 1)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-s.settimeout(0.1)
-rec = []
-print("ready", flush=True)
-while not done:
-    try:
-        data, anc, _flags, _addr = s.recvmsg(64, socket.CMSG_SPACE(12))
-    except (TimeoutError, InterruptedError):
-        continue
-    t = time.time()
-    ifindex = -1
-    for level, kind, val in anc:
-        if level == socket.IPPROTO_IP and kind == IP_PKTINFO:
-            ifindex = struct.unpack("I", val[:4])[0]
-    rec.append((t, ifindex, struct.unpack("!I", data[:4])[0]))
-names = {}
-for i in {r[1] for r in rec}:
-    try:
-        names[i] = socket.if_indextoname(i)
-    except OSError:
-        names[i] = str(i)
-print(json.dumps({"rec": [(t, names[i], q) for t, i, q in rec]}), flush=True)
-"""
-
-# Run inside the worker: one datagram (sequence number, send time) every GAP s until SIGTERM.
-# Paced against an absolute schedule; after a stall (2 cores, busy) it restarts the schedule
-# rather than bursting, since the userspace datapath drops part of a burst.
-SENDER = r"""
-import json, signal, socket, struct, sys, time
-done = False
-def on_term(*_):
-    global done
-    done = True
-signal.signal(signal.SIGTERM, on_term)
-ip, port, gap = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-seq, errors = 0, 0
-nxt = time.monotonic()
-while not done:
-    try:
-        s.sendto(struct.pack("!Id", seq, time.time()), (ip, port))
-    except OSError:
-        errors += 1
-    seq += 1
-    nxt += gap
-    d = nxt - time.monotonic()
-    if d > 0:
-        time.sleep(d)
-    elif d < -10 * gap:
-        nxt = time.monotonic()
-print(json.dumps({"sent": seq, "errors": errors}), flush=True)
-"""
 
 
 # --- helpers shared by the figures -------------------------------------------------------------
@@ -219,30 +155,18 @@ def bringup_figure(files: list[Path], reps: int) -> list[dict]:
 def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
     """The FatTree as plain Mininet: userspace OVS, standalone + STP, no controller.
 
-    Times file -> worker<->PS pairs ping. The run is registered like a Testbed run (run folder,
-    host PIDs, tagged bridges), so `testbed clean` can remove it if this process dies.
+    Times file -> worker<->PS pairs ping. The run comes up registered like a Testbed run
+    (emulation.bringup: lock, run folder, host PIDs, tagged bridges), so `testbed clean` can
+    remove it if this process dies.
     """
-    t_lock = time.monotonic()
-    lock = registry.acquire_emulator(lock_wait_s())
-    lock_s = time.monotonic() - t_lock
-    mn = None
-    run_dir = None
-    row: dict = {"topology": f"{path.stem} (standalone STP, no controller)", "lock_wait_s": lock_s}
+    model = load_network(path)
+    run = RegisteredNet(model, f"{path} (bench STP)")
+    row: dict = {"topology": f"{path.stem} (standalone STP, no controller)"}
     try:
+        run.open(lock_wait_s())
+        row["lock_wait_s"] = run.lock_wait_s
         t0 = time.monotonic()
-        model = load_network(path)
-        taken = sorted(set(registry.existing_bridges()) & {n.name for n in model.switches()})
-        if taken:
-            raise RuntimeError(f"bridge {taken[0]} already exists; not building the STP FatTree over it")
-        run_id, run_dir = registry.new_run()
-        registry.save(run_dir, owner_pid=os.getpid(), topology=f"{path} (bench STP)")
-        mn = make_mininet(model, failMode="standalone", stp=True)
-        mn.build()
-        registry.save(
-            run_dir,
-            host_pids=[h.pid for h in mn.hosts] + [s.pid for s in mn.switches],
-            root_intfs=[i.name for s in mn.switches for i in s.intfList() if i.name != "lo"],
-        )
+        mn = run.build(make_mininet(model, failMode="standalone", stp=True))
         for h in model.hosts():
             cmds = []
             for ln in model.links_of(h.name):
@@ -254,13 +178,7 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
                     offload_cmd(intf),
                 ]
             run_all(mn.get(h.name), cmds)
-        mn.start()
-        for sw in mn.switches:
-            subprocess.run(
-                ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={run_id}"],
-                check=True,
-                capture_output=True,
-            )
+        run.start()
         t_started = time.monotonic()
         pairs = model.intended_pairs()
         reach_s = wait_reachable(BareNet(model, mn), pairs, cap_s, ping_wait_s=0.5)
@@ -277,130 +195,11 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
     finally:
         t1 = time.monotonic()
         try:
-            if mn is not None:
-                mn.stop()
+            run.stop_mininet()
         finally:
             row["teardown_s"] = time.monotonic() - t1
-            if run_dir is not None and run_dir.exists():
-                registry.save(run_dir, owner_pid=0)
-                registry.clean_run(run_dir)
-            registry.release_emulator(lock)
+            run.close()
     return row
-
-
-# --- 2. ECS reconfiguration --------------------------------------------------------------------
-def analyze_switch(rec: list[tuple[float, str, int]], t0: float, t_next: float, old_if: str, new_if: str) -> dict:
-    """One reconfiguration seen at the PS: `rec` is (arrival s, interface, seq) in arrival order.
-
-    first_new_ms: request (t0) -> first datagram on the new ToR's NIC; gap_ms: last datagram on
-    the old NIC -> that first one; lost: sequence numbers between the last datagram received
-    before the request and that first one that never arrived (on any NIC).
-    """
-    window = [r for r in rec if t0 <= r[0] < t_next]
-    first_new = next((r for r in window if r[1] == new_if), None)
-    if first_new is None:
-        return {"first_new_ms": None, "gap_ms": None, "lost": None, "late_old": None}
-    olds = [r for r in rec if r[0] < first_new[0] and r[1] == old_if]
-    last_old = olds[-1] if olds else None
-    before = [r[2] for r in rec if r[0] < t0]
-    seq_lo = max(before) if before else first_new[2] - 1
-    got = {r[2] for r in rec}
-    return {
-        "first_new_ms": (first_new[0] - t0) * 1000,
-        "gap_ms": (first_new[0] - last_old[0]) * 1000 if last_old else None,
-        "lost": sum(1 for s in range(seq_lo + 1, first_new[2]) if s not in got),
-        "late_old": sum(1 for r in window if r[1] == old_if and r[0] > first_new[0]),
-    }
-
-
-def reconfig_session(tb: Testbed, dark_ms: float, reps: int) -> tuple[list[dict], dict]:
-    """Move the worker's circuit `reps` times (home ToR <-> other) under one paced UDP stream."""
-    worker, ps = RECONFIG_WORKER, RECONFIG_PS
-    home = tb.circuits()[worker]
-    nic = {tor: tb.model.links_between(ps, tor)[0].intf(ps) for tor in (home, RECONFIG_OTHER_TOR)}
-    recv = tb.host(ps).popen(
-        [sys.executable, "-c", RECEIVER, str(UDP_PORT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    events: list[dict] = []
-    sent: dict = {}
-    try:
-        if recv.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"UDP receiver in {ps} did not start: {recv.stderr.read()[-400:]}")
-        send = tb.host(worker).popen(
-            [sys.executable, "-c", SENDER, tb.model.nodes[ps].ip, str(UDP_PORT), str(SEND_GAP_S)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            time.sleep(SETTLE_S)
-            for _ in range(reps):
-                old = tb.circuits()[worker]
-                new = RECONFIG_OTHER_TOR if old == home else home
-                t0 = time.time()
-                reply = tb.reconfigure(worker, new, dark_ms=dark_ms)
-                t1 = time.time()
-                events.append(
-                    {"t0": t0, "old": old, "new": new, "call_ms": (t1 - t0) * 1000, "controller_ms": reply["ms"]}
-                )
-                time.sleep(SETTLE_S)
-        finally:
-            send.terminate()
-            out, err = send.communicate(timeout=10)
-            sent = json.loads(out) if out.strip() else {"error": err[-400:]}
-    finally:
-        recv.terminate()
-        out, err = recv.communicate(timeout=30)
-    if tb.circuits()[worker] != home:  # leave the prototype as the file deploys it
-        tb.reconfigure(worker, home, dark_ms=0)
-    rec = [tuple(r) for r in json.loads(out)["rec"]] if out.strip() else []
-    if not rec:
-        raise RuntimeError(f"UDP receiver in {ps} recorded nothing: {err[-400:]}")
-    for i, ev in enumerate(events):
-        t_next = events[i + 1]["t0"] if i + 1 < len(events) else float("inf")
-        ev |= analyze_switch(rec, ev["t0"], t_next, nic[ev["old"]], nic[ev["new"]])
-    received = len({r[2] for r in rec})
-    stream = {
-        "dark_ms": dark_ms,
-        "sent": sent.get("sent"),
-        "send_errors": sent.get("errors"),
-        "received": received,
-        "lost_total": (sent["sent"] - received) if "sent" in sent else None,
-        "nics": nic,
-        "arrivals": rec,
-    }
-    return events, stream
-
-
-def reconfig_figure(dark_values: list[float], reps: int, raw_dir: Path) -> list[dict]:
-    """Medians per dark period; the raw arrivals are written to raw_dir."""
-    out = []
-    with Testbed(TOP / "topologies" / f"{RECONFIG_TOPOLOGY}.yaml") as tb:
-        if not all(measure.reachable(tb, [(RECONFIG_WORKER, RECONFIG_PS)]).values()):
-            LOG.warning("%s does not reach %s before the reconfiguration runs", RECONFIG_WORKER, RECONFIG_PS)
-        for dark in dark_values:
-            LOG.info("reconfiguration, dark %g ms, %d repetitions", dark, reps)
-            events, stream = reconfig_session(tb, dark, reps)
-            raw_dir.mkdir(parents=True, exist_ok=True)
-            (raw_dir / f"reconfig-dark{dark:g}ms.json").write_text(json.dumps({"events": events, **stream}))
-            out.append(
-                {
-                    "dark_ms": dark,
-                    "reps": len(events),
-                    "first_new_ms": median([e["first_new_ms"] for e in events]),
-                    "first_new_ms_max": maximum([e["first_new_ms"] for e in events]),
-                    "gap_ms": median([e["gap_ms"] for e in events]),
-                    "lost": median([e["lost"] for e in events]),
-                    "lost_max": maximum([e["lost"] for e in events]),
-                    "call_ms": median([e["call_ms"] for e in events]),
-                    "controller_ms": median([e["controller_ms"] for e in events]),
-                    "missed": sum(e["first_new_ms"] is None for e in events),
-                    "stream_sent": stream["sent"],
-                    "stream_lost": stream["lost_total"],
-                    "events": events,
-                }
-            )
-    return out
 
 
 # --- 3. shaping fidelity -----------------------------------------------------------------------
@@ -422,13 +221,15 @@ def flow_pairs(flows: int) -> list[tuple[str, str]]:
     raise ValueError(f"flows: 1 or 6, got {flows}")
 
 
-def flow_problems(tb: Testbed, pairs: list[tuple[str, str]], mbps: float) -> list[str]:
-    """Why the pairs would not each have their own bottleneck at `mbps` (empty if they do)."""
+def flow_problems(
+    net: Network, paths: dict, circuits: dict[str, str], pairs: list[tuple[str, str]], mbps: float
+) -> list[str]:
+    """Why the pairs would not each have their own bottleneck at `mbps` (empty if they do), on
+    the controller's current `paths` and `circuits` (worker -> ToR)."""
     problems = []
-    circuits = tb.circuits()
     nics: Counter = Counter()
     for w, ps in pairs:
-        b = measure.bottleneck_mbps(tb, w, ps)
+        b = measure.path_bottleneck_mbps(net, paths, w, ps)
         if abs(b - mbps) > 1e-6:
             problems.append(f"{w}->{ps}: bottleneck {b:g} Mbit/s, not {mbps:g}")
         nics[(ps, circuits[w])] += 1
@@ -436,43 +237,13 @@ def flow_problems(tb: Testbed, pairs: list[tuple[str, str]], mbps: float) -> lis
     return problems
 
 
-def ovs_process() -> psutil.Process:
-    """The running ovs-vswitchd (from its pid file, else by its exact process name)."""
-    for f in ("/var/run/openvswitch/ovs-vswitchd.pid", "/run/openvswitch/ovs-vswitchd.pid"):
-        try:
-            return psutil.Process(int(Path(f).read_text().strip()))
-        except (OSError, ValueError, psutil.Error):
-            continue
-    for p in psutil.process_iter(["name"]):
-        if p.info["name"] == "ovs-vswitchd":
-            return p
-    raise RuntimeError("ovs-vswitchd is not running (testbed doctor)")
-
-
-class CpuSampler(threading.Thread):
-    """Every period_s: ovs-vswitchd's CPU (% of one core, all threads) and the machine's idle %."""
-
-    def __init__(self, period_s: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.period_s = period_s
-        self.ovs = ovs_process()
-        self.samples: list[tuple[float, float]] = []
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        self.ovs.cpu_percent(None)
-        psutil.cpu_times_percent(None)
-        while not self._done.wait(self.period_s):
-            self.samples.append((self.ovs.cpu_percent(None), psutil.cpu_times_percent(None).idle))
-
-    def finish(self, skip_s: float) -> tuple[float | None, float | None]:
-        """Stop; means over the samples after the first `skip_s` seconds (iperf's warm-up)."""
-        self._done.set()
-        self.join()
-        keep = self.samples[int(skip_s / self.period_s) :] or self.samples
-        if not keep:
-            return None, None
-        return statistics.mean(s[0] for s in keep), statistics.mean(s[1] for s in keep)
+def cpu_means(samples: list[Sample], skip_s: float) -> tuple[float | None, float | None]:
+    """Mean ovs-vswitchd CPU (% of one core) and machine idle (%) over the windows after the
+    first `skip_s` seconds (iperf's warm-up); None where nothing was measured."""
+    keep = samples[int(skip_s / CPU_PERIOD_S) :] or samples
+    ovs = [w.ovs_cpu * 100 for w in keep if w.ovs_cpu is not None]
+    idle = [w.idle * 100 for w in keep]
+    return (statistics.mean(ovs) if ovs else None), (statistics.mean(idle) if idle else None)
 
 
 def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: float) -> list[dict]:
@@ -484,7 +255,7 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
             with Testbed(path) as tb:
                 for flows in flow_counts:
                     pairs = flow_pairs(flows)
-                    problems = flow_problems(tb, pairs, mbps)
+                    problems = flow_problems(tb.model, tb.current_paths(), tb.circuits(), pairs, mbps)
                     for p in problems:
                         LOG.warning("shaping %g Mbit/s x %d: %s", mbps, flows, p)
                     LOG.info("shaping %g Mbit/s x %d flows, %g s", mbps, flows, seconds)
@@ -492,12 +263,11 @@ def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: flo
                     bridges = [s.name for s in tb.model.switches()]
                     counters0 = datapath.Snapshot.take(bridges)
                     retrans0 = measure.tcp_retrans(tb, senders)
-                    sampler = CpuSampler()
-                    sampler.start()
+                    sampler = Sampler(CPU_PERIOD_S).start()
                     try:
                         rates = measure.iperf(tb, pairs, seconds)
                     finally:
-                        ovs_cpu, idle = sampler.finish(skip_s=1.5)  # server start + iperf's 1 s omit
+                        ovs_cpu, idle = cpu_means(sampler.stop(), skip_s=1.5)  # server start + iperf's 1 s omit
                     # losses inside ovs-vswitchd (exact) and what TCP resent for all losses
                     drops = datapath.compare(counters0, datapath.Snapshot.take(bridges))
                     retrans = measure.tcp_retrans(tb, senders) - retrans0

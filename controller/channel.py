@@ -1,9 +1,13 @@
-"""The controller's loopback control channel (JSON lines over TCP on 127.0.0.1): the os-ken app
-that serves it and the client the testbed uses."""
+"""The controller's loopback control channel: the os-ken app that serves it.
+
+The wire format and the client the testbed uses are in controller.channel_client (no os-ken
+there). The requests are answered by `ChannelHandler`, a plain object over the shared Fabric, so
+that tests can call it without an os-ken app or a socket; `ChannelApp` only serves it on
+127.0.0.1.
+"""
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 
@@ -11,94 +15,31 @@ from os_ken import cfg
 from os_ken.base import app_manager
 from os_ken.lib import hub
 
+from controller.channel_client import HOST, decode, encode, error_reply
 from controller.fabric import Fabric
 from controller.tc import CircuitError, worker_link
 from topologies.model import Role
 
-
-class ChannelError(RuntimeError):
-    """The controller did not answer, or refused a request; the message says which."""
+OPS = ("status", "state", "events", "log", "reconfigure", "link", "node")
 
 
-class Channel:
-    """One connection to the controller's control channel."""
+class ChannelHandler:
+    """Answers control-channel requests: read circuits, reconfigure, fail/repair links and nodes.
 
-    def __init__(self, port: int, timeout_s: float = 30.0) -> None:
-        self.port = port
-        self.timeout_s = timeout_s
-        self._sock: socket.socket | None = None
-        self._file = None
-
-    def connect(self, wait_s: float = 15.0) -> Channel:
-        """Connect, retrying while the controller process starts."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                self._sock = socket.create_connection(("127.0.0.1", self.port), timeout=self.timeout_s)
-                self._file = self._sock.makefile("rw")
-                return self
-            except OSError as err:
-                if time.monotonic() > deadline:
-                    raise ChannelError(f"controller channel 127.0.0.1:{self.port} not answering: {err}") from None
-                time.sleep(0.1)
-
-    def request(self, op: str, **fields: object) -> dict:
-        """Send one request; return the reply, raise ChannelError if the controller refused it."""
-        if self._file is None:
-            self.connect()
-        try:
-            self._file.write(json.dumps({"op": op, **fields}) + "\n")
-            self._file.flush()
-            line = self._file.readline()
-        except OSError as err:
-            raise ChannelError(f"controller channel broke during {op}: {err}") from None
-        if not line:
-            raise ChannelError(f"controller closed the channel during {op} (did it crash?)")
-        reply = json.loads(line)
-        if not reply.get("ok"):
-            raise ChannelError(reply.get("error", f"{op} failed"))
-        return reply
-
-    def close(self) -> None:
-        if self._sock:
-            self._sock.close()
-        self._sock = self._file = None
-
-
-class ChannelApp(app_manager.OSKenApp):
-    """Loopback JSON-lines control channel: read circuits, reconfigure, fail/repair links.
-
-    One request per line, one JSON reply per line. Ops: status, state, events, reconfigure
-    (worker, tor[, dark_ms]), link (a, b, up[, dark_ms]), node (name, up[, dark_ms]: a switch or
-    host failing or repaired as a whole), log (event, fields).
+    Ops: status, state, events, reconfigure (worker, tor[, dark_ms]), link (a, b, up[, dark_ms]),
+    node (name, up[, dark_ms]: a switch or host failing or repaired as a whole), log (event, fields).
     """
 
-    _CONTEXTS = {"fabric": Fabric}
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fabric: Fabric = kwargs["fabric"]
-        self.port = cfg.CONF.channel_port
-
-    def start(self):
-        thread = super().start()
-        server = hub.StreamServer(("127.0.0.1", self.port), self._serve)
-        self.threads.append(hub.spawn(server.serve_forever))
-        self.logger.info("control channel on 127.0.0.1:%d", self.port)
-        return thread
-
-    def _serve(self, sock, _addr):
-        f = sock.makefile("rw")
+    def reply(self, line: str) -> str:
+        """One request line in, one reply line out; a refused or malformed request is an error reply."""
         try:
-            for line in f:
-                try:
-                    reply = self.handle(json.loads(line))
-                except (CircuitError, ValueError, KeyError) as err:
-                    reply = {"ok": False, "error": str(err)}
-                f.write(json.dumps(reply) + "\n")
-                f.flush()
-        finally:
-            sock.close()
+            reply = self.handle(decode(line))
+        except (CircuitError, ValueError, KeyError) as err:
+            reply = error_reply(err)
+        return encode(reply)
 
     def handle(self, req: dict) -> dict:
         op = req.get("op")
@@ -118,7 +59,7 @@ class ChannelApp(app_manager.OSKenApp):
             if op == "link":
                 return self.link(req["a"], req["b"], bool(req["up"]), dark_ms)
             return self.node(req["name"], bool(req["up"]), dark_ms)
-        raise ValueError(f"unknown op {op!r}; ops: status, state, events, log, reconfigure, link, node")
+        raise ValueError(f"unknown op {op!r}; ops: {', '.join(OPS)}")
 
     def reconfigure(self, worker: str, tor: str, dark_ms: float) -> dict:
         """The paper's sequence: TC computes, CCC programs the ECS, CNC reroutes the ToRs."""
@@ -163,3 +104,33 @@ class ChannelApp(app_manager.OSKenApp):
         changed = fab.programmers[Role.ECS].sync_all() + fab.programmers[Role.TOR].sync_all()
         fab.log("cnc", switches=changed)
         return {"ok": True, "ms": (time.time() - t0) * 1000, "recircuited": ecss, **fab.state()}
+
+
+def serve_connection(sock: socket.socket, handler: ChannelHandler) -> None:
+    """Answer one client's request lines until it hangs up; closes the socket."""
+    f = sock.makefile("rw")
+    try:
+        for line in f:
+            f.write(handler.reply(line))
+            f.flush()
+    finally:
+        sock.close()
+
+
+class ChannelApp(app_manager.OSKenApp):
+    """Serves the control channel on 127.0.0.1 (port --channel-port) over the shared Fabric."""
+
+    _CONTEXTS = {"fabric": Fabric}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fabric: Fabric = kwargs["fabric"]
+        self.handler = ChannelHandler(self.fabric)
+        self.port = cfg.CONF.channel_port
+
+    def start(self):
+        thread = super().start()
+        server = hub.StreamServer((HOST, self.port), lambda sock, _addr: serve_connection(sock, self.handler))
+        self.threads.append(hub.spawn(server.serve_forever))
+        self.logger.info("control channel on %s:%d", HOST, self.port)
+        return thread

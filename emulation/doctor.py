@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from emulation import datapath
+from emulation.sampler import ovs_process
 from topologies.schema import TopologySpec
 
 SETUP = "run `sudo scripts/setup.sh`"
@@ -90,10 +91,16 @@ def checks() -> list[Check]:
     ):
         path = shutil.which(tool)
         out.append(Check(tool, bool(path), path or f"`{tool}` not found: apt-get install {pkg} ({SETUP})"))
-    ovs = shutil.which("ovs-vsctl") and _run("ovs-vsctl", "--timeout=3", "show").returncode == 0
-    out.append(
-        Check("ovs running", bool(ovs), "ovs-vswitchd answers" if ovs else f"Open vSwitch is not running: {OVS_START}")
-    )
+    vswitchd = ovs_process()
+    ovs = vswitchd is not None and bool(shutil.which("ovs-vsctl"))
+    ovs = ovs and _run("ovs-vsctl", "--timeout=3", "show").returncode == 0
+    if ovs:
+        detail = f"ovs-vswitchd (pid {vswitchd.pid}) and its database answer"  # type: ignore[union-attr]
+    elif vswitchd is None:
+        detail = f"ovs-vswitchd is not running: {OVS_START}"
+    else:
+        detail = f"Open vSwitch's database does not answer (ovs-vsctl show): {OVS_START}"
+    out.append(Check("ovs running", bool(ovs), detail))
     if ovs:
         types = _run("ovs-vsctl", "get", "Open_vSwitch", ".", "datapath_types").stdout.strip()
         out.append(Check("ovs userspace datapath", "netdev" in types, f"datapath types {types or '?'} (need netdev)"))

@@ -16,18 +16,21 @@ its one AF_PACKET socket's buffer is full of switch-side queues (no OVS, tc or i
 shows them; its log only a rate-limited fraction), and on receive, when it reads a port too
 late. A run with any is not faithful: the emulated network lost packets a real one would not.
 Beside them, each host's TCP retransmissions over the run (/proc/PID/net/snmp of its shell).
+
+The verdict is a pure function of its inputs (`judge(FidelityInputs)`): the monitor only samples
+(emulation.sampler), counts the drops once at the end, and condenses both into those inputs.
 """
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from emulation import datapath
+from emulation.sampler import Sample, Sampler, after
 from topologies.model import Network
 
 #: ovs-vswitchd above this share of one core: it may be what limits the traffic
@@ -38,42 +41,8 @@ IDLE_LIMIT = 0.05
 LINK_FULL = 0.90
 #: a sample window (s); the busiest-window rate of a link is taken over this
 WINDOW_S = 1.0
-
-
-def _ovs_process() -> psutil.Process | None:
-    for p in psutil.process_iter(["name"]):
-        if p.info["name"] == "ovs-vswitchd":
-            return p
-    return None
-
-
-def _host_pids(net: Network) -> dict[str, int]:
-    """Mininet host shells (`bash ... mininet:<name>`) of the model's hosts: their /proc/PID/net
-    is the host's namespace, readable from here without a round trip through the shell."""
-    want = {f"mininet:{h.name}": h.name for h in net.hosts()}
-    out = {}
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if cmd and cmd[-1] in want:
-            out[want[cmd[-1]]] = p.pid
-    return out
-
-
-def tcp_segments(pid: int) -> tuple[int, int]:
-    """(RetransSegs, OutSegs) of the network namespace of process `pid`; (0, 0) if it is gone."""
-    try:
-        lines = [ln.split() for ln in Path(f"/proc/{pid}/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
-        row = dict(zip(lines[0], lines[1], strict=True))
-        return int(row["RetransSegs"]), int(row["OutSegs"])
-    except (OSError, IndexError, KeyError, ValueError):
-        return 0, 0
-
-
-def _tx_bytes(intf: str) -> int:
-    try:
-        return int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
-    except OSError:
-        return 0
+#: a link counts as used when its busiest window reached this share of its rate
+LINK_USED = 0.05
 
 
 @dataclass
@@ -98,32 +67,137 @@ class Verdict:
         return self.__dict__.copy()
 
 
+@dataclass(frozen=True)
+class FidelityInputs:
+    """What the verdict is judged on, per sample window of the run's measured part."""
+
+    ovs_cpu: Sequence[float]  # ovs-vswitchd's share of one core
+    idle: Sequence[float]  # the machine's idle share
+    peak_mbps: Mapping[str, float]  # per switch-side interface: its busiest window's rate
+    rate_mbps: Mapping[str, float]  # per switch-side interface: its configured (emulated) rate
+    drops: datapath.Drops | None = None  # ovs-vswitchd's silent losses over the run (None: not counted)
+    retrans: Mapping[str, Sequence[int]] = field(default_factory=dict)  # host -> [retransmitted, sent]
+    send_buffer: int | None = None  # bytes of ovs-vswitchd's send socket at the end
+
+    @classmethod
+    def from_samples(
+        cls, samples: Sequence[Sample], rate_mbps: Mapping[str, float], **counted: object
+    ) -> FidelityInputs:
+        """Condense sampler windows (ovs-vswitchd not running counts as 0% of a core)."""
+        return cls(
+            ovs_cpu=[s.ovs_cpu or 0.0 for s in samples],
+            idle=[s.idle for s in samples],
+            peak_mbps={i: max((s.rate_mbps(i) for s in samples), default=0.0) for i in rate_mbps},
+            rate_mbps=dict(rate_mbps),
+            **counted,  # type: ignore[arg-type]
+        )
+
+
+def judge(inputs: FidelityInputs) -> Verdict:
+    """Faithful unless the machine was starved (ovs-vswitchd p95 over OVS_CPU_LIMIT of a core, or
+    idle p5 under IDLE_LIMIT) while the busiest link stayed under LINK_FULL of its rate."""
+    cpu = sorted(inputs.ovs_cpu) or [0.0]
+    idle = sorted(inputs.idle) or [1.0]
+    ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
+    idle_p5 = idle[int(0.05 * (len(idle) - 1))]
+    peak = inputs.peak_mbps
+    util = {i: peak.get(i, 0.0) / rate for i, rate in inputs.rate_mbps.items() if peak.get(i, 0.0) > LINK_USED * rate}
+    busiest = max(util, key=util.get) if util else ""  # type: ignore[arg-type]
+    starved = []
+    if ovs_p95 > OVS_CPU_LIMIT:
+        starved.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core")
+    if idle_p5 < IDLE_LIMIT:
+        starved.append(f"machine idle down to {idle_p5:.0%}")
+    peak_util = util.get(busiest, 0.0)
+    reasons = []
+    if starved and peak_util < LINK_FULL:
+        reasons.append(
+            f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
+            f"(< {LINK_FULL:.0%}): the emulator set the pace"
+        )
+    drops = inputs.drops
+    sent_drops = drops.silent if drops else 0
+    rx_drops = drops.received_dropped if drops else 0
+    retrans = sum(r for r, _ in inputs.retrans.values())
+    segs = sum(o for _, o in inputs.retrans.values())
+    tcp = f"TCP retransmitted {retrans} of {segs} segments ({retrans / segs:.2%})" if segs else ""
+    if drops and (sent_drops or rx_drops):
+        worst = ", ".join(f"{i} {n}" for i, n in drops.worst(3).items())
+        reasons.append(
+            f"ovs-vswitchd dropped {sent_drops + rx_drops} packets silently "
+            f"({sent_drops} on send{f': {worst}' if worst else ''}; {rx_drops} on receive)"
+            + (f"; {tcp}" if tcp else "")
+            + (": its send buffer is too small (testbed doctor)" if sent_drops else "")
+        )
+    detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
+        f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
+    )
+    if drops is not None:
+        detail += ", no datapath drops" + (f", {tcp}" if tcp else "")
+    top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
+    return Verdict(
+        not reasons,
+        "; ".join(reasons) or detail,
+        ovs_p95,
+        idle_p5,
+        busiest,
+        peak_util,
+        len(inputs.idle),
+        {k: round(v, 3) for k, v in top.items()},
+        sent_drops,
+        rx_drops,
+        (drops.as_dict() | {"send_buffer": inputs.send_buffer}) if drops else {},
+        {h: list(v) for h, v in inputs.retrans.items()},
+    )
+
+
+def _host_pids(net: Network) -> dict[str, int]:
+    """Mininet host shells (`bash ... mininet:<name>`) of the model's hosts: their /proc/PID/net
+    is the host's namespace, readable from here without a round trip through the shell."""
+    want = {f"mininet:{h.name}": h.name for h in net.hosts()}
+    out = {}
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if cmd and cmd[-1] in want:
+            out[want[cmd[-1]]] = p.pid
+    return out
+
+
+def tcp_segments(pid: int) -> tuple[int, int]:
+    """(RetransSegs, OutSegs) of the network namespace of process `pid`; (0, 0) if it is gone."""
+    try:
+        lines = [ln.split() for ln in Path(f"/proc/{pid}/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+        row = dict(zip(lines[0], lines[1], strict=True))
+        return int(row["RetransSegs"]), int(row["OutSegs"])
+    except (OSError, IndexError, KeyError, ValueError):
+        return 0, 0
+
+
 class Monitor:
     """Samples in a thread between start() and stop(); stop() returns the Verdict."""
 
     def __init__(self, net: Network, interval_s: float = WINDOW_S) -> None:
         self.net = net
-        self.interval_s = interval_s
         # switch-side ends are in the root namespace, so /sys shows them; their tx is the
         # traffic entering the cable from the switch, shaped at the cable's rate
         self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
-        self.ovs = _ovs_process()
+        self.sampler = Sampler(interval_s, intfs=self.intfs)
         self.bridges = [s.name for s in net.switches()]
         self.hosts = _host_pids(net)
         self.drops: datapath.Drops | None = None
-        self.send_buffer: int | None = None  # bytes of ovs-vswitchd's send socket at the end
+        self.send_buffer: int | None = None
         self.retrans: dict[str, list[int]] = {}
         self._counters0: datapath.Snapshot | None = None
         self._tcp0: dict[str, tuple[int, int]] = {}
-        # (time, machine idle share, ovs-vswitchd share of a core, {intf: Mbit/s}) per window
-        self.samples: list[tuple[float, float, float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def samples(self) -> list[Sample]:
+        return self.sampler.samples
 
     def start(self) -> Monitor:
         self._counters0 = datapath.Snapshot.take(self.bridges)
         self._tcp0 = {h: tcp_segments(pid) for h, pid in self.hosts.items()}
-        self._thread.start()
+        self.sampler.start()
         return self
 
     def _count_drops(self) -> None:
@@ -139,89 +213,12 @@ class Monitor:
             if o > o0:
                 self.retrans[h] = [r - r0, o - o0]
 
-    def _run(self) -> None:
-        psutil.cpu_times_percent(None)
-        if self.ovs:
-            self.ovs.cpu_percent(None)
-        last = {i: _tx_bytes(i) for i in self.intfs}
-        t_last = time.monotonic()
-        while not self._stop.wait(self.interval_s):
-            now = time.monotonic()
-            dt = now - t_last
-            idle = psutil.cpu_times_percent(None).idle / 100.0
-            cpu = 0.0
-            if self.ovs:
-                try:
-                    cpu = self.ovs.cpu_percent(None) / 100.0
-                except psutil.Error:
-                    self.ovs = None
-            rates = {}
-            for i in self.intfs:
-                b = _tx_bytes(i)
-                rates[i] = (b - last[i]) * 8 / dt / 1e6
-                last[i] = b
-            self.samples.append((time.time(), idle, cpu, rates))
-            t_last = now
-
     def stop(self, since: float | None = None) -> Verdict:
         """End sampling; judge the windows after `since` (unix time), e.g. the first measured step."""
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self.sampler.stop()
         self._count_drops()
         return self.verdict(since)
 
     def verdict(self, since: float | None = None) -> Verdict:
-        windows = [w for w in self.samples if since is None or w[0] >= since] or self.samples
-        cpu = sorted(w[2] for w in windows) or [0.0]
-        idle = sorted(w[1] for w in windows) or [1.0]
-        ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
-        idle_p5 = idle[int(0.05 * (len(idle) - 1))]
-        peak = {i: max((w[3][i] for w in windows), default=0.0) for i in self.intfs}
-        util = {i: peak[i] / rate for i, rate in self.intfs.items() if peak[i] > 0.05 * rate}
-        busiest = max(util, key=util.get) if util else ""
-        starved = []
-        if ovs_p95 > OVS_CPU_LIMIT:
-            starved.append(f"ovs-vswitchd at {ovs_p95:.0%} of a core")
-        if idle_p5 < IDLE_LIMIT:
-            starved.append(f"machine idle down to {idle_p5:.0%}")
-        peak_util = util.get(busiest, 0.0)
-        reasons = []
-        if starved and peak_util < LINK_FULL:
-            reasons.append(
-                f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
-                f"(< {LINK_FULL:.0%}): the emulator set the pace"
-            )
-        drops = self.drops
-        sent_drops = drops.silent if drops else 0
-        rx_drops = drops.received_dropped if drops else 0
-        retrans = sum(r for r, _ in self.retrans.values())
-        segs = sum(o for _, o in self.retrans.values())
-        tcp = f"TCP retransmitted {retrans} of {segs} segments ({retrans / segs:.2%})" if segs else ""
-        if sent_drops or rx_drops:
-            worst = ", ".join(f"{i} {n}" for i, n in drops.worst(3).items())
-            reasons.append(
-                f"ovs-vswitchd dropped {sent_drops + rx_drops} packets silently "
-                f"({sent_drops} on send{f': {worst}' if worst else ''}; {rx_drops} on receive)"
-                + (f"; {tcp}" if tcp else "")
-                + (": its send buffer is too small (testbed doctor)" if sent_drops else "")
-            )
-        detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
-            f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
-        )
-        if drops is not None:
-            detail += ", no datapath drops" + (f", {tcp}" if tcp else "")
-        top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
-        return Verdict(
-            not reasons,
-            "; ".join(reasons) or detail,
-            ovs_p95,
-            idle_p5,
-            busiest,
-            util.get(busiest, 0.0),
-            len(windows),
-            {k: round(v, 3) for k, v in top.items()},
-            sent_drops,
-            rx_drops,
-            (drops.as_dict() | {"send_buffer": self.send_buffer}) if drops else {},
-            dict(self.retrans),
-        )
+        counted = {"drops": self.drops, "retrans": self.retrans, "send_buffer": self.send_buffer}
+        return judge(FidelityInputs.from_samples(after(self.samples, since), self.intfs, **counted))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from controller.routing import path_links, path_nodes, taken_path
 from emulation.hostcmd import run
 from emulation.net import Testbed
+from topologies.model import Network
 
 _FLOW_RE = re.compile(r"n_packets=(\d+).*?priority=(\d+)(?:,(\S*))? actions=(\S+)")
 
@@ -152,7 +153,12 @@ class Rate:
 
 def bottleneck_mbps(tb: Testbed, src: str, dst: str) -> float:
     """Slowest cable on the taken path (a worker's ECS cable and circuit included)."""
-    return min(ln.mbps for ln in path_links(tb.model, taken_path(tb.model, tb.current_paths(), src, dst)))
+    return path_bottleneck_mbps(tb.model, tb.current_paths(), src, dst)
+
+
+def path_bottleneck_mbps(net: Network, paths: dict, src: str, dst: str) -> float:
+    """Slowest cable on the path `paths` give src -> dst (controller.routing.compute_paths)."""
+    return min(ln.mbps for ln in path_links(net, taken_path(net, paths, src, dst)))
 
 
 def iperf(tb: Testbed, pairs: list[tuple[str, str]], seconds: float = 3.0, base_port: int = 5201) -> list[Rate]:

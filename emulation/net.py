@@ -21,49 +21,21 @@ import socket
 import subprocess
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
-from mininet.link import Link as MnLink
-from mininet.log import MininetLogger, setLogLevel, warn
 from mininet.net import Mininet
-from mininet.node import OVSSwitch, RemoteController
 
-from controller.channel import Channel, ChannelError
+from controller.channel_client import Channel, ChannelError
 from controller.routing import HostRoute, compute_paths, host_routes
-from emulation import doctor, registry
+from emulation import doctor
+from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
+from emulation.env import clean_env
 from emulation.hostcmd import run_all
 from emulation.shaping import htb_cmds, offload_cmd, tc_batch
 from topologies.build import load_network
-from topologies.mininet_topo import ModelTopo
 from topologies.model import Network
 
-
-def _plain_loggers() -> None:
-    """Undo mininet.log's `setLoggerClass(MininetLogger)`: it makes every logger created after it
-    (ours included) a Mininet logger at level 25 with its own handler, hiding INFO and doubling
-    warnings. Loggers made since are turned back into plain ones."""
-    logging.setLoggerClass(logging.Logger)
-    for name, lg in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(lg, MininetLogger) and not name.startswith("mininet"):
-            lg.__class__ = logging.Logger
-            lg.handlers.clear()
-            lg.setLevel(logging.NOTSET)
-            lg.propagate = True
-
-
-_plain_loggers()
 LOG = logging.getLogger(__name__)
-PROXY_VARS = (
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-)
 
 
 def unwind_on_sigterm() -> None:
@@ -76,59 +48,11 @@ def unwind_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, _raise)
 
 
-class TestbedError(RuntimeError):
-    """The network could not be brought up; the message is one line saying why and what to do."""
-
-
-#: seconds the controller check waits for a TCP connect on loopback
-CONTROLLER_CONNECT_TIMEOUT_S = 2.0
-
-
-class ProbedController(RemoteController):
-    """Mininet's RemoteController with a reachability check that cannot fail on the controller's bytes.
-
-    Mininet checks a remote controller by running `echo A | telnet -e A IP PORT` in a shell and
-    decoding what telnet prints as UTF-8. An OpenFlow controller speaks first: os-ken sends its
-    HELLO at once, whose xid is random, so usually not UTF-8. When telnet prints the HELLO before
-    it reads its escape character (under load), Mininet's decoder raises UnicodeDecodeError and
-    the bring-up fails. Here the check is a plain TCP connect that never reads a byte.
-    """
-
-    def isListening(self, ip: str, port: int) -> bool:
-        try:
-            with socket.create_connection((ip, port), timeout=CONTROLLER_CONNECT_TIMEOUT_S):
-                return True
-        except OSError:
-            warn(f"Unable to contact the remote controller at {ip}:{port}\n")  # Mininet's own warning
-            return False
-
-
 def free_port() -> int:
     """A free TCP port on loopback (the kernel picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def clean_env() -> dict[str, str]:
-    """The environment without proxy variables (they break gRPC and loopback connections)."""
-    return {k: v for k, v in os.environ.items() if k not in PROXY_VARS}
-
-
-def make_mininet(model: Network, **switch_opts: object) -> Mininet:
-    """An unbuilt Mininet of the model on userspace OVS (no kernel module here), plain veths
-    (shaping is ours), addresses and MACs left to the testbed (they come from the model)."""
-    setLogLevel("warning")
-    return Mininet(
-        topo=ModelTopo(model),
-        switch=partial(OVSSwitch, datapath="user", **switch_opts),
-        controller=None,
-        link=MnLink,
-        autoSetMacs=False,
-        autoStaticArp=False,
-        build=False,
-        waitConnected=False,
-    )
 
 
 class Testbed:
@@ -143,11 +67,18 @@ class Testbed:
         self.mn: Mininet | None = None
         self.controller: subprocess.Popen | None = None
         self.channel: Channel | None = None
-        self.run_id = ""
-        self.run_dir = Path()
+        self.run = RegisteredNet(self.model, self.source)
         self.routes: dict[str, list[HostRoute]] = {}
         self.timings: dict[str, float] = {}
-        self._lock: int | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def run_dir(self) -> Path:
+        """This run's private folder (registry): state, controller log, batch files."""
+        return self.run.run_dir
 
     # --- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> Testbed:
@@ -165,38 +96,16 @@ class Testbed:
         problems = doctor.blocking_problems(self.model.spec)
         if problems:
             raise TestbedError(problems[0])
-        t_lock = time.monotonic()
-        try:
-            self._lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
-        except registry.Busy as err:
-            raise TestbedError(str(err)) from None
-        t0 = time.monotonic()  # bring-up is timed from here: queueing for the lock is not part of it
-        self.timings["lock_wait_s"] = t0 - t_lock
-        self._take_switch_names()
-        self.run_id, self.run_dir = registry.new_run()
-        # recorded before anything is built, so a kill at any point leaves a run that can be cleaned
-        registry.save(
-            self.run_dir,
-            owner_pid=os.getpid(),
-            topology=self.source,
-            bridges=sorted(n.name for n in self.model.switches()),
-            root_intfs=sorted({ln.intf(end) for ln in self.model.links for end in (ln.a, ln.b)}),
-        )
-        os.environ[registry.RUN_ENV] = self.run_id  # inherited by the controller and every host shell
+        self.run.open(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
+        t0 = self.run.locked_at  # bring-up is timed from here: queueing for the lock is not part of it
+        self.timings["lock_wait_s"] = self.run.lock_wait_s
         self._start_controller()
-        self.mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
-        self.mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
-        self.mn.build()
-        registry.save(self.run_dir, host_pids=[h.pid for h in self.mn.hosts] + [s.pid for s in self.mn.switches])
+        mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
+        mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
+        self.mn = self.run.build(mn)
         self._configure_hosts()
-        self.mn.start()
+        self.run.start()
         self._shape()  # after start: OVS resets the root qdisc of a port when it adds it to a bridge
-        for sw in self.mn.switches:  # mark our bridges so `testbed clean` finds only ours
-            subprocess.run(
-                ["ovs-vsctl", "set", "bridge", sw.name, f"external-ids:{registry.TAG}={self.run_id}"],
-                check=True,
-                capture_output=True,
-            )
         self._wait_ready()
         self.sync_host_routes()
         self.timings["bring_up_s"] = time.monotonic() - t0
@@ -207,46 +116,13 @@ class Testbed:
         if self.channel:
             self.channel.close()
             self.channel = None
-        if self.mn is not None:
-            for node in self.mn.hosts + self.mn.switches:
-                # a Ctrl-C/SIGTERM inside node.cmd() leaves the shell marked busy, and Mininet's
-                # stop() would then fail on its first command (ip link del) before any bridge
-                node.waiting = False
-            try:
-                self.mn.stop()
-            except Exception as err:  # keep tearing down the rest
-                LOG.warning("mininet stop: %r", err)
-            self.mn = None
-            # whatever Mininet could not remove: our bridges (start() refused if they existed)
-            registry.delete_bridges({n.name for n in self.model.switches()})
+        self.run.stop_mininet()
+        self.mn = None
         if self.controller is not None:
             self.controller.kill()
             self.controller.wait()
             self.controller = None
-        if self.run_dir != Path() and self.run_dir.exists():
-            registry.save(self.run_dir, owner_pid=0)
-            registry.clean_run(self.run_dir)
-        os.environ.pop(registry.RUN_ENV, None)
-        if self._lock is not None:
-            registry.release_emulator(self._lock)
-            self._lock = None
-
-    def _take_switch_names(self) -> None:
-        """Clear what dead runs left (this process holds the emulator lock, so no other run is
-        starting), then refuse only if a bridge of the model is still there: a live testbed's,
-        or one no run of this testbed made."""
-        removed = registry.clean()
-        if removed:
-            LOG.info("removed what a dead testbed run left behind: %s", registry.summary(removed))
-        taken = sorted(set(registry.existing_bridges()) & {n.name for n in self.model.switches()})
-        if taken:
-            owner = registry.bridge_owner(taken[0])
-            raise TestbedError(
-                f"bridge {taken[0]} belongs to {owner}, which is still running; stop it first"
-                if owner
-                else f"bridge {taken[0]} already exists and no testbed run made it (Mininet's mn?); "
-                f"delete it (ovs-vsctl del-br {taken[0]}) or stop what made it"
-            )
+        self.run.close()
 
     # --- pieces of start ---------------------------------------------------------------------
     def _start_controller(self) -> None:
@@ -270,7 +146,7 @@ class Testbed:
         self.controller = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), cwd=Path(__file__).resolve().parent.parent
         )
-        registry.save(self.run_dir, controller_pid=self.controller.pid)
+        self.run.record(controller_pid=self.controller.pid)
         try:
             self.channel = Channel(self.channel_port).connect(wait_s=20)
         except ChannelError as err:

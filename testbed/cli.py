@@ -16,14 +16,16 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.channel import ChannelError
+from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
-from topologies.schema import TopologyError
+from topologies.schema import InputError
 from workloads.runner import RunError
 
 LOG = logging.getLogger("testbed")
-USER_ERRORS = (TopologyError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
+#: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
+#: timeline errors are all InputError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
@@ -129,7 +131,7 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
 
 
 def _print_timeline(tl: dict) -> None:
-    """The timeline's events with what each cost the job (workloads.timeline.recovery)."""
+    """The timeline's events with what each cost the job (workloads.recovery.recovery)."""
     print(
         "  timeline  t (s)  event                          applied (ms)  resume (s)  recovery (s)  slow steps  "
         "extra (s)  steps lost  dropped (kB)"
@@ -184,7 +186,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     names = figure.figure_names() if args.figure == "all" else [args.figure]
     for name in names:
         if args.report_only:
-            from workloads.runner import repredict
+            from workloads.predict import repredict
 
             fig = figure.load_figure(name)
             out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)

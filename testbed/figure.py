@@ -11,11 +11,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from testbed.claims import Claim, check_claim
-from topologies.schema import SafeName, TopologyError, is_safe_name, one_line_error, read_yaml
+from topologies.schema import InputError, SafeName, is_safe_name, one_line_error, read_yaml
 
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = REPO / "workloads" / "figures"
 TOPOLOGIES = REPO / "topologies"
+
+
+class FigureError(InputError):
+    """A figure name or file that cannot be replayed; the message is the one line shown to the user."""
 
 
 class Point(BaseModel):
@@ -72,11 +76,11 @@ def figure_names() -> list[str]:
 def load_figure(name: str) -> Figure:
     path = FIGURES / f"{name}.yaml"
     if not is_safe_name(name) or not path.exists():  # a name is never a path out of FIGURES
-        raise TopologyError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
+        raise FigureError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
     try:
         return Figure.model_validate(read_yaml(path))
     except ValidationError as err:
-        raise TopologyError(one_line_error(str(path), err, Figure)) from None
+        raise FigureError(one_line_error(str(path), err, Figure)) from None
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from mininet.cli import CLI
 
-from controller.channel import ChannelError
+from controller.channel_client import ChannelError
 
 
 class TestbedCLI(CLI):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from testbed.claims import REFERENCE, ClaimResult, evaluate, paper_reference
 from testbed.figure import REPO, Figure, Point, rep_dir
-from workloads.runner import stats
+from workloads.stats import describe
 
 CI_METHOD = (
     "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
@@ -62,7 +62,7 @@ class Row:
     def ci95(self) -> float | None:
         """Half-width of the 95% CI of the mean (see CI_METHOD); None where it cannot be computed."""
         if len(self.bcts) > 1:
-            return stats(self.bcts)["ci95"]
+            return describe(self.bcts)["ci95"]
         ci = self.summaries[0]["bct_s"].get("ci95") if self.summaries else None
         return ci if isinstance(ci, int | float) and math.isfinite(ci) else None
 

@@ -19,10 +19,10 @@ import logging
 import time
 from pathlib import Path
 
-from testbed.figure import FIGURES, REPO, TOPOLOGIES, Figure, Point, load_figure, rep_dir
+from testbed.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from testbed.report import write_report
 from topologies.build import build_network
-from topologies.schema import FIDELITY_BUDGET_MBPS, TopologyError, TopologySpec, load_spec, parse_spec
+from topologies.schema import FIDELITY_BUDGET_MBPS, TopologySpec, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
 def points_to_run(fig: Figure, quick: bool) -> list[Point]:
     if quick:
         if not fig.quick:
-            raise TopologyError(f"{fig.figure}: no quick subset defined")
+            raise FigureError(f"{fig.figure}: no quick subset defined")
         by_id = {p.id: p for p in fig.points}
         return [by_id[i] for i in fig.quick.points]
     return list(fig.points)

@@ -47,6 +47,38 @@ def test_bad_file_is_one_line_naming_file_and_field(tmp_path, body, field):
     assert str(f) in r.stderr and field in r.stderr
 
 
+TOPO_ABS = ROOT / "topologies" / "psnet-testbed.yaml"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (f"topology: {TOPO_ABS}\njob: {{model: nosuch}}\n", "job.model"),
+        ("topology: nowhere.yaml\njob: {model: tiny}\n", "topology: nowhere.yaml not found"),
+        (f"topology: {TOPO_ABS}\njobs: [{{name: a, model: tiny, workers: [ps1_1]}}]\n", "jobs[a].workers: ps1_1"),
+        (
+            f"topology: {TOPO_ABS}\njob: {{model: tiny}}\n"
+            "timeline: [{at_s: 1, action: link_down, link: [t1_1, t1_2]}]\n",
+            "timeline[0].link: no cable between t1_1 and t1_2",
+        ),
+    ],
+)
+def test_bad_experiment_or_timeline_is_one_line_before_anything_runs(tmp_path, body, field):
+    """Experiment and timeline errors (ExperimentError, TimelineError) print like topology errors."""
+    f = tmp_path / "bad-exp.yaml"
+    f.write_text(body)
+    r = run("run", str(f), "--no-progress")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert str(f) in r.stderr and field in r.stderr
+
+
+def test_unknown_figure_is_one_line():
+    r = run("replay", "fig99")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "fig99: no such figure; figures: fig1" in r.stderr
+
+
 @pytest.mark.root
 def test_doctor_passes_here():
     r = run("doctor")

@@ -125,7 +125,7 @@ def test_exception_inside_run_leaves_nothing_behind(no_leftovers):
 
 
 def test_crashed_controller_is_reported_and_leaves_nothing_behind(no_leftovers):
-    from controller.channel import ChannelError
+    from controller.channel_client import ChannelError
 
     with pytest.raises(ChannelError, match="controller"), Testbed(TOPO.format("psnet-testbed")) as tb:
         tb.controller.kill()

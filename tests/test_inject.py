@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from topologies.build import load_network
-from topologies.schema import TopologyError
 from workloads.inject import candidates, plan_timeline
-from workloads.timeline import RandomFailures, TimelineEvent
+from workloads.timeline import RandomFailures, TimelineError, TimelineEvent
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"
 
@@ -75,16 +74,16 @@ def test_plan_draws_random_rounds(psnet):
     ],
 )
 def test_events_naming_what_the_topology_lacks_are_refused(psnet, event, message):
-    with pytest.raises(TopologyError, match=message):
+    with pytest.raises(TimelineError, match=message):
         plan_timeline(psnet, [event], None, "x.yaml")
 
 
 def test_reconfigure_needs_an_ecs(fattree):
-    with pytest.raises(TopologyError, match="only a PSNet topology has them"):
+    with pytest.raises(TimelineError, match="only a PSNet topology has them"):
         plan_timeline(fattree, [ev(action="reconfigure", worker="h0_1_2", tor="e0_1")], None, "x.yaml")
 
 
 def test_too_many_random_failures_are_refused_with_the_file(psnet):
     rf = RandomFailures(k=7, every_s=5, kinds=("ps-tor",))
-    with pytest.raises(TopologyError, match=r"x.yaml: random_failures.k: k=7 but only 6 links"):
+    with pytest.raises(TimelineError, match=r"x.yaml: random_failures.k: k=7 but only 6 links"):
         plan_timeline(psnet, [], rf, "x.yaml")

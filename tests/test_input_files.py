@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from testbed.figure import Figure, figure_names, load_figure
-from topologies.schema import TopologyError, is_safe_name, load_spec
+from topologies.schema import InputError, is_safe_name, load_spec
 from workloads.experiment import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,8 +43,8 @@ def experiment(tmp_path: Path, **fields: object) -> Path:
 
 
 def one_line(call, *args) -> str:
-    """The message of the TopologyError that call(*args) raises; it must be one line."""
-    with pytest.raises(TopologyError) as info:
+    """The message of the input error (topology, experiment, figure) that call(*args) raises; one line."""
+    with pytest.raises(InputError) as info:
         call(*args)
     msg = str(info.value)
     assert "\n" not in msg, msg

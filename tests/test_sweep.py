@@ -32,7 +32,7 @@ def test_every_figure_point_builds_within_budget(name):
 
 
 def test_unknown_figure_is_one_line():
-    with pytest.raises(sweep.TopologyError, match="fig99: no such figure; figures: fig1, fig10"):
+    with pytest.raises(sweep.FigureError, match="fig99: no such figure; figures: fig1, fig10"):
         figure.load_figure("fig99")
 
 

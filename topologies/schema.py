@@ -22,6 +22,7 @@ from topologies.kinds.psnet import PSNetSpec
 from topologies.spec import (
     EMULATOR_CEILING_MBPS,
     FIDELITY_BUDGET_MBPS,
+    InputError,
     Mbps,
     SafeName,
     SpecBase,
@@ -39,6 +40,7 @@ __all__ = [
     "FIDELITY_BUDGET_MBPS",
     "BCubeSpec",
     "FatTreeSpec",
+    "InputError",
     "Mbps",
     "PSNetSpec",
     "SafeName",

@@ -32,7 +32,13 @@ FIDELITY_BUDGET_MBPS = 300.0
 Mbps = Annotated[float, Field(gt=0, description="paper-equivalent rate in Mbit/s")]
 
 
-class TopologyError(ValueError):
+class InputError(ValueError):
+    """Bad user input (a topology, experiment, figure or timeline): the message is the one line
+    `FILE: FIELD: problem; fix` shown to the user. The CLI catches this base, so each input has its
+    own error type while all of them print the same way."""
+
+
+class TopologyError(InputError):
     """A topology file that cannot be built; the message is the one line shown to the user."""
 
 

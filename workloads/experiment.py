@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from topologies import kinds
 from topologies.schema import (
+    InputError,
     SafeName,
-    TopologyError,
     TopologySpec,
     check_finite,
     load_spec,
@@ -51,6 +51,10 @@ from workloads.timeline import RandomFailures, TimelineEvent
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
 #: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes.
 PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936}
+
+
+class ExperimentError(InputError):
+    """An experiment file (or a job's hosts) that cannot run; the message is the one line shown to the user."""
 
 
 class JobSpec(BaseModel):
@@ -127,20 +131,20 @@ def load_experiment(path: str | Path) -> tuple[ExperimentSpec, TopologySpec, Pat
     p = Path(path)
     data = read_yaml(p)  # one-line errors: unreadable, not UTF-8, not YAML, infinite numbers
     if not isinstance(data, dict):
-        raise TopologyError(f"{p}: (top level): expected a mapping with topology and job")
+        raise ExperimentError(f"{p}: (top level): expected a mapping with topology and job")
     data.setdefault("name", name_from_path(p))
     try:
         exp = ExperimentSpec.model_validate(data)
     except ValidationError as err:
-        raise TopologyError(one_line_error(str(p), err, ExperimentSpec)) from None
+        raise ExperimentError(one_line_error(str(p), err, ExperimentSpec)) from None
     check_finite(exp.model_dump(), str(p))  # "inf" as a string: pydantic reads it as a float
     topo_path = (p.parent / exp.topology).resolve()
     if not topo_path.exists():
-        raise TopologyError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
+        raise ExperimentError(f"{p}: topology: {exp.topology} not found (relative to {p.parent}); fix the path")
     topo = load_spec(topo_path)
     overrides = {k: v for k, v in (("scale", exp.scale), ("dark_ms", exp.dark_ms)) if v is not None}
     if "dark_ms" in overrides and not kinds.get(topo.kind).has_ecs:
-        raise TopologyError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
+        raise ExperimentError(f"{p}: dark_ms: only a PSNet topology has an ECS; remove dark_ms")
     if overrides:
         topo = parse_spec({**topo.model_dump(), **overrides}, str(topo_path))
     return exp, topo, topo_path

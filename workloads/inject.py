@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controller.channel import ChannelError
+from controller.channel_client import ChannelError
 from controller.tc import slots
 from emulation.measure import MSS_BYTES, tcp_retrans
 from emulation.net import Testbed
 from topologies.model import Network, Role
-from topologies.schema import TopologyError
-from workloads.timeline import Applied, RandomFailures, TimelineEvent, expand
+from workloads.recovery import Applied
+from workloads.timeline import RandomFailures, TimelineError, TimelineEvent, expand
 
 LOG = logging.getLogger(__name__)
 
@@ -48,34 +48,34 @@ def candidates(net: Network, rf: RandomFailures) -> dict[str, list]:
 
 def plan_timeline(net: Network, events: list[TimelineEvent], rf: RandomFailures | None, source: str) -> list:
     """The concrete events of a run (random rounds drawn), checked against the topology before
-    anything is built; a one-line TopologyError names what is wrong."""
+    anything is built; a one-line TimelineError names what is wrong."""
     try:
         planned = expand(events, rf, candidates(net, rf) if rf else {})
     except ValueError as err:
-        raise TopologyError(f"{source}: {err}") from None
+        raise TimelineError(f"{source}: {err}") from None
     check_timeline(net, events, source)
     return planned
 
 
 def check_timeline(net: Network, events: list[TimelineEvent], source: str) -> None:
-    """Every event names elements of this topology; a one-line TopologyError otherwise."""
+    """Every event names elements of this topology; a one-line TimelineError otherwise."""
     for i, e in enumerate(events):
         where = f"{source}: timeline[{i}]"
         if e.link and not net.links_between(*e.link):
-            raise TopologyError(f"{where}.link: no cable between {e.link[0]} and {e.link[1]}; see `testbed topo show`")
+            raise TimelineError(f"{where}.link: no cable between {e.link[0]} and {e.link[1]}; see `testbed topo show`")
         if e.node and e.node not in net.nodes:
-            raise TopologyError(f"{where}.node: no node {e.node}; see `testbed topo show`")
+            raise TimelineError(f"{where}.node: no node {e.node}; see `testbed topo show`")
         if e.action in ("fail_switch", "repair_switch") and net.nodes[e.node].is_host:  # type: ignore[index]
-            raise TopologyError(f"{where}.node: {e.node} is a host; fail_switch takes a switch (fail_ps a PS)")
+            raise TimelineError(f"{where}.node: {e.node} is a host; fail_switch takes a switch (fail_ps a PS)")
         if e.action == "fail_ps" and net.nodes[e.node].role != Role.PS:  # type: ignore[index]
-            raise TopologyError(f"{where}.node: {e.node} is not a PS; fail_ps takes one of the job's PSs")
+            raise TimelineError(f"{where}.node: {e.node} is not a PS; fail_ps takes one of the job's PSs")
         if e.action == "reconfigure":
             if not net.family.has_ecs:
-                raise TopologyError(f"{where}: reconfigure moves ECS circuits; only a PSNet topology has them")
+                raise TimelineError(f"{where}: reconfigure moves ECS circuits; only a PSNet topology has them")
             if e.worker not in net.nodes or net.nodes[e.worker].role != Role.WORKER:
-                raise TopologyError(f"{where}.worker: {e.worker} is not a worker of the topology")
+                raise TimelineError(f"{where}.worker: {e.worker} is not a worker of the topology")
             if e.tor not in net.nodes or not slots(net, e.tor):  # type: ignore[arg-type]
-                raise TopologyError(f"{where}.tor: {e.tor} is not a ToR of the topology")
+                raise TimelineError(f"{where}.tor: {e.tor} is not a ToR of the topology")
 
 
 @dataclass

@@ -82,6 +82,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from emulation.env import scrub_proxy_env
 from workloads import models
 from workloads.placement import Placement, plan_placement
 
@@ -263,15 +264,6 @@ class Emitter:
 
     def error(self, reason: str, **fields: Any) -> None:
         self.emit("error", job=self.job, task=self.task, reason=reason, **fields, t=time.time())
-
-
-def scrub_proxy_env(environ: dict[str, str] | None = None) -> list[str]:
-    """Remove *_proxy variables (http_proxy, grpc_proxy, no_proxy...): gRPC would route through them."""
-    env = os.environ if environ is None else environ
-    removed = sorted(k for k in env if k.lower().endswith("_proxy"))
-    for key in removed:
-        del env[key]
-    return removed
 
 
 def start_deadline(emitter: Emitter, deadline_s: float, exit_fn: Callable[[int], None] = os._exit) -> threading.Timer:

@@ -1,0 +1,112 @@
+"""The fidelity verdict as a pure function of what was sampled (emulation.fidelity.judge), and the
+monitor's condensing of sampler windows into its inputs (no thread, no network)."""
+
+from __future__ import annotations
+
+import pytest
+
+from emulation.fidelity import IDLE_LIMIT, LINK_FULL, OVS_CPU_LIMIT, FidelityInputs, Monitor, judge
+from emulation.sampler import Sample
+from topologies.build import load_network
+
+RATES = {"t1_1-eth1": 100.0, "t1_1-eth2": 100.0, "t1_2-eth1": 50.0}
+
+
+def inputs(ovs: float, idle: float, peaks: dict[str, float], n: int = 10) -> FidelityInputs:
+    return FidelityInputs(ovs_cpu=[ovs] * n, idle=[idle] * n, peak_mbps=peaks, rate_mbps=RATES)
+
+
+def test_busy_datapath_with_full_links_is_faithful():
+    """ovs-vswitchd near a full core is no verdict while the links still carry their rate."""
+    v = judge(inputs(0.98, 0.30, {"t1_1-eth1": 101.0, "t1_1-eth2": 40.0}))
+    assert v.faithful
+    assert v.busiest_link == "t1_1-eth1" and v.busiest_utilisation == pytest.approx(1.01)
+    assert v.reason == "ovs-vswitchd p95 98% of a core, idle p5 30%, busiest link t1_1-eth1 peaked at 101% of its rate"
+    assert v.links == {"t1_1-eth1": 1.01, "t1_1-eth2": 0.4}
+    assert v.samples == 10
+
+
+def test_starved_datapath_and_slow_links_is_not_faithful():
+    v = judge(inputs(0.97, 0.30, {"t1_1-eth1": 70.0, "t1_2-eth1": 40.0}))
+    assert not v.faithful
+    assert v.busiest_link == "t1_2-eth1"  # 80% of 50 beats 70% of 100
+    assert v.reason == (
+        "ovs-vswitchd at 97% of a core while the busiest link peaked at 80% of its rate (< 90%): "
+        "the emulator set the pace"
+    )
+
+
+def test_no_idle_cpu_and_slow_links_is_not_faithful():
+    v = judge(inputs(0.50, 0.01, {"t1_1-eth1": 60.0}))
+    assert not v.faithful
+    assert v.reason.startswith("machine idle down to 1% while the busiest link peaked at 60%")
+
+
+def test_slow_links_on_an_idle_machine_are_faithful():
+    """A link under its rate is the job's choice when nothing starved the emulator."""
+    v = judge(inputs(0.40, 0.50, {"t1_1-eth1": 30.0}))
+    assert v.faithful and v.busiest_utilisation == pytest.approx(0.3)
+
+
+def test_links_below_five_percent_do_not_count():
+    v = judge(inputs(0.95, 0.50, {"t1_1-eth1": 4.0, "t1_2-eth1": 2.0}))
+    assert v.busiest_link == "" and v.links == {}
+    assert not v.faithful  # starved, and no link was busy at all
+    v = judge(inputs(0.10, 0.50, {}))
+    assert v.faithful and v.reason.endswith("no link was busy")
+
+
+def test_percentiles_take_the_windows_not_the_mean():
+    """p95 of ovs-vswitchd's CPU and p5 of idle: one bad window in twenty does not decide."""
+    ovs = [0.5] * 19 + [1.0]
+    idle = [0.0] + [0.5] * 19
+    v = judge(FidelityInputs(ovs, idle, {"t1_1-eth1": 50.0}, RATES))
+    assert v.ovs_cpu_p95 == 0.5 and v.idle_p5 == 0.0  # index int(0.95 * 19) = 18 and int(0.05 * 19) = 0
+    assert not v.faithful and "machine idle down to 0%" in v.reason
+    ovs = [0.5] * 18 + [1.0, 1.0]
+    assert judge(FidelityInputs(ovs, [0.5] * 20, {}, RATES)).ovs_cpu_p95 == 1.0
+
+
+def test_no_windows_is_an_idle_machine():
+    v = judge(FidelityInputs([], [], {}, RATES))
+    assert (v.ovs_cpu_p95, v.idle_p5, v.samples) == (0.0, 1.0, 0)
+    assert v.faithful
+
+
+def test_limits_are_the_documented_ones():
+    assert (OVS_CPU_LIMIT, IDLE_LIMIT, LINK_FULL) == (0.90, 0.05, 0.90)
+
+
+def _sample(t: float, ovs: float | None, idle: float, tx: dict[str, int]) -> Sample:
+    return Sample(t=t, dt_s=1.0, idle=idle, busy_s=0.0, ovs_cpu=ovs, procs_cpu_s=0.0, tx_bytes=tx)
+
+
+def test_inputs_from_sampler_windows():
+    """Each interface's busiest window in Mbit/s; a window without ovs-vswitchd counts as 0."""
+    windows = [
+        _sample(10.0, 0.9, 0.2, {"t1_1-eth1": 10_000_000, "t1_2-eth1": 1_000_000}),  # 80 and 8 Mbit/s
+        _sample(11.0, None, 0.4, {"t1_1-eth1": 12_500_000, "t1_2-eth1": 0}),  # 100 Mbit/s
+    ]
+    got = FidelityInputs.from_samples(windows, {"t1_1-eth1": 100.0, "t1_2-eth1": 50.0})
+    assert got.ovs_cpu == [0.9, 0.0] and got.idle == [0.2, 0.4]
+    assert got.peak_mbps == pytest.approx({"t1_1-eth1": 100.0, "t1_2-eth1": 8.0})
+
+
+def test_monitor_judges_only_the_windows_after_since():
+    """The windows before the first measured step (TF starting, warm-up) are left out."""
+    net = load_network("topologies/psnet-testbed.yaml")
+    mon = Monitor(net)  # not started: its sampler's windows are set by hand
+    intf = next(iter(mon.intfs))
+    rate = mon.intfs[intf]
+    full = int(rate * 1e6 / 8)  # one second at the link's rate
+    mon.sampler.samples.extend(
+        [
+            _sample(1.0, 0.99, 0.01, {intf: full}),  # start-up: a burst at the link's rate
+            _sample(2.0, 0.99, 0.01, {intf: full // 2}),  # measured: starved, half the rate
+            _sample(3.0, 0.99, 0.01, {intf: full // 2}),
+        ]
+    )
+    assert mon.verdict().faithful  # the start-up burst reached the rate
+    v = mon.verdict(since=1.5)
+    assert not v.faithful and v.samples == 2 and v.busiest_utilisation == pytest.approx(0.5)
+    assert mon.verdict(since=99.0).samples == 3  # nothing after since: all windows

@@ -1,0 +1,247 @@
+"""The processes of a job inside the emulated hosts: start them, follow their lines, kill them.
+
+Each PS task and each worker task is one `python -m workloads.psjob` process started inside its
+Mininet host (so it binds and talks on the emulated address). A reader thread per process puts
+its JSON lines on one queue shared by all jobs; the runner's event loop hands each line back to
+its job (`JobRun.handle`). A PS failed by the timeline restarts its job on a standby PS from the
+last checkpoint: a new attempt, whose processes replace the old attempt's (killed, their lines
+ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulation.env import clean_env
+from emulation.net import Testbed
+from topologies.model import Network
+from workloads.experiment import JobSpec
+from workloads.inject import Unrecoverable
+
+LOG = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parent.parent
+PS_PORT = 2222
+
+
+class RunError(RuntimeError):
+    """A job process failed; the message names the host and its last log lines."""
+
+
+@dataclass
+class Proc:
+    """One PS or worker process of one attempt of a job, with what it printed."""
+
+    host: str
+    job: str
+    task: int
+    popen: subprocess.Popen
+    owner: JobRun
+    attempt: int = 0
+    lines: list[dict] = field(default_factory=list)
+    raw: list[str] = field(default_factory=list)
+
+    def tail(self, n: int = 5) -> str:
+        return " | ".join(self.raw[-n:]) or "(no output)"
+
+    def has(self, event: str) -> bool:
+        return any(r["event"] == event for r in self.lines)
+
+    @property
+    def ready(self) -> bool:
+        return self.has("ready")
+
+
+class JobRun:
+    """One job on a running testbed: its PS and worker processes, restarted on a standby PS when
+    one of its PSs fails (each restart is an `attempt`; lines of older attempts are ignored)."""
+
+    def __init__(
+        self,
+        tb: Testbed,
+        spec: JobSpec,
+        width: float,
+        ps: list[str],
+        workers: list[str],
+        events: queue.Queue,
+        checkpoint_dir: Path | None = None,
+    ) -> None:
+        self.tb = tb
+        self.spec = spec
+        self.width = width
+        self.ps = list(ps)
+        self.workers = list(workers)
+        self.events = events
+        self.checkpoint_dir = checkpoint_dir
+        self.procs: list[Proc] = []
+        self.attempt = 0
+        self.restarts: list[dict] = []  # one per failover: failed PS, standby, steps lost
+
+    @property
+    def total_steps(self) -> int:
+        return self.spec.iterations + self.spec.warmup
+
+    def cluster(self) -> dict[str, list[str]]:
+        nodes = self.tb.model.nodes
+        return {
+            job: [f"{nodes[h].ip}:{PS_PORT}" for h in hosts]
+            for job, hosts in (("ps", self.ps), ("worker", self.workers))
+        }
+
+    def current(self) -> list[Proc]:
+        return [p for p in self.procs if p.attempt == self.attempt]
+
+    def _start(self, host: str, job: str, task: int) -> Proc:
+        j = self.spec
+        argv = [sys.executable, "-m", "workloads.psjob", "--cluster", json.dumps(self.cluster())]
+        argv += ["--job", job, "--task", str(task), "--model", j.model, "--width", f"{self.width:.6g}"]
+        argv += ["--batch-size", str(j.batch_size), "--iterations", str(self.total_steps), "--placement", j.placement]
+        argv += ["--seed", str(j.seed), "--threads", str(j.threads), "--deadline-s", f"{j.deadline_s:g}"]
+        if self.checkpoint_dir is not None:
+            argv += ["--checkpoint-dir", str(self.checkpoint_dir), "--checkpoint-every", str(j.checkpoint_every)]
+        p = self.tb.host(host).popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=str(REPO)
+        )
+        proc = Proc(host, job, task, p, self, self.attempt)
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+        self.procs.append(proc)
+        return proc
+
+    def _read(self, proc: Proc) -> None:
+        for line in proc.popen.stdout:
+            line = line.rstrip()
+            proc.raw.append(line)
+            if line.startswith("{"):
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                rec.setdefault("host", proc.host)
+                rec["attempt"] = proc.attempt
+                proc.lines.append(rec)
+                self.events.put((proc, rec))
+        self.events.put((proc, {"event": "exit", "code": proc.popen.wait()}))
+
+    def start(self) -> None:
+        """Start the PSs; the workers follow once every PS is ready (see handle)."""
+        for i, h in enumerate(self.ps):
+            self._start(h, "ps", i)
+
+    def handle(self, proc: Proc, rec: dict) -> None:
+        """One line of one of this job's processes: start workers, or fail the run on an error."""
+        if proc.attempt != self.attempt:
+            return  # a process of an attempt given up (a failed PS's job, restarted)
+        ev = rec["event"]
+        if ev == "error" or (ev == "exit" and rec["code"] != 0 and proc.job == "worker"):
+            raise RunError(
+                f"{proc.host} ({self.spec.name} {proc.job} {proc.task}) failed: {rec.get('reason', rec)}; "
+                f"last lines: {proc.tail()}"
+            )
+        if ev == "exit" and proc.job == "ps":
+            raise RunError(
+                f"{proc.host} ({self.spec.name} ps {proc.task}) exited with code {rec['code']}; "
+                f"last lines: {proc.tail()}"
+            )
+        cur = self.current()
+        if ev == "ready" and proc.job == "ps" and all(p.ready for p in cur if p.job == "ps"):
+            self.tb.log("job-start", job=self.spec.name, attempt=self.attempt, workers=self.workers, ps=self.ps)
+            for i, w in enumerate(self.workers):
+                self._start(w, "worker", i)
+
+    @property
+    def done(self) -> bool:
+        workers = [p for p in self.current() if p.job == "worker"]
+        return len(workers) == len(self.workers) and all(p.has("done") for p in workers)
+
+    def chief_step(self) -> int:
+        """Highest global step the current attempt's chief has finished."""
+        chief = [p for p in self.current() if p.job == "worker" and p.task == 0]
+        return max((r["step"] for p in chief for r in p.lines if r["event"] == "iter"), default=0)
+
+    def fail_ps(self, host: str, standby: str | None) -> str:
+        """A PS of this job failed: kill it; restart the job with `standby` in its place from the
+        last checkpoint, or raise Unrecoverable when there is no standby."""
+        task = self.ps.index(host)
+        reached = self.chief_step()
+        for p in self.current():
+            if p.host == host and p.popen.poll() is None:
+                p.popen.kill()
+        if standby is None:
+            raise Unrecoverable(
+                f"{host} (PS {task} of job {self.spec.name}) failed at global step {reached} and the topology "
+                "has no standby PS left: not recoverable; add standby_ps: 1 to the topology file "
+                "(and checkpoint_every to the job to lose fewer steps)"
+            )
+        self.stop()
+        self.attempt += 1
+        self.ps[task] = standby
+        self.restarts.append({"failed": host, "standby": standby, "reached_step": reached, "attempt": self.attempt})
+        self.start()
+        ckpt = "its last checkpoint" if self.spec.checkpoint_every else "step 0 (checkpoint_every is 0)"
+        return f"job {self.spec.name} restarted on standby {standby} from {ckpt}"
+
+    def steps_lost(self) -> list[int]:
+        """Per failover: global steps run before the failure and run again (the checkpoint was older)."""
+        out = []
+        for r in self.restarts:
+            ready = [
+                rec["global_step"]
+                for p in self.procs
+                if p.attempt == r["attempt"] and p.job == "worker" and p.task == 0
+                for rec in p.lines
+                if rec["event"] == "ready"
+            ]
+            out.append(r["reached_step"] - ready[0] if ready else r["reached_step"])
+        return out
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.popen.poll() is None:
+                p.popen.kill()
+        for p in self.procs:
+            try:
+                p.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                LOG.warning("%s: job process did not exit", p.host)
+
+    def first_measured_s(self) -> float | None:
+        """Unix time the first measured (post-warm-up) step started, if any did."""
+        starts = [r["t_start"] for r in self.iterations() if r["step"] > self.spec.warmup]
+        return min(starts) if starts else None
+
+    def iterations(self) -> list[dict]:
+        rows = []
+        for p in self.procs:
+            if p.job == "worker":
+                rows += [
+                    {
+                        "job": self.spec.name,
+                        "attempt": p.attempt,
+                        "host": p.host,
+                        **{k: r[k] for k in ("task", "step", "global_step", "t_start", "t_end", "bct_s") if k in r},
+                    }
+                    for r in p.lines
+                    if r["event"] == "iter"
+                ]
+        return rows
+
+
+def failover(jobs: list[JobRun], net: Network, host: str) -> str:
+    """fail_ps: the PS's job restarts on the first standby PS no job uses, or cannot."""
+    owners = [j for j in jobs if host in j.ps]
+    if not owners:
+        raise Unrecoverable(f"fail_ps: {host} is not a PS of any running job")
+    jr = owners[0]
+    used = {h for j in jobs for h in j.ps}
+    any_module = not net.family.standby_in_module  # a PSNet PS is replaced within its module
+    free = [n.name for n in net.standbys() if n.name not in used and (any_module or n.module == net.nodes[host].module)]
+    jr.tb.set_node(host, up=False)  # the failed server's cables go dark with it
+    detail = jr.fail_ps(host, free[0] if free else None)
+    jr.tb.log("failover", failed=host, standby=free[0], job=jr.spec.name)
+    return detail
