@@ -72,7 +72,7 @@ class Row:
 
     @property
     def placed(self) -> dict:
-        """The model with the measured per-PS byte split (see runner.placement_prediction)."""
+        """The model with the measured per-PS byte split (see workloads.predict.placement_prediction)."""
         return self.summaries[0].get("predicted_placement") or {} if self.summaries else {}
 
     @property
