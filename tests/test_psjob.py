@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads import models, psjob
+from workloads import models, psjob, psjob_config, tf_placement
 from workloads.experiment import PAPER_MODEL_BYTES
 from workloads.placement import TOLERANCE, lpt, plan_placement
 
@@ -274,11 +274,11 @@ def test_exception_prints_an_error_line_with_trace(tmp_path):
 
 @pytest.mark.tf
 def test_cluster_and_arguments_are_validated():
-    c = psjob.parse_cluster('{"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}')
+    c = psjob_config.parse_cluster('{"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}')
     assert c.ps == ("127.0.0.1:1",) and len(c.worker) == 2
     for bad in ('{"ps": ["127.0.0.1:1"]}', '{"ps": [], "worker": ["a:1"]}', '{"ps": ["a"], "worker": ["b:2"]}', "x"):
         with pytest.raises(ValueError):
-            psjob.parse_cluster(bad)
+            psjob_config.parse_cluster(bad)
     with pytest.raises(ValueError, match="out of range"):
         psjob.JobConfig(cluster=c, job="worker", task=2)
     with pytest.raises(SystemExit):
@@ -295,14 +295,14 @@ def test_proxy_variables_are_scrubbed():
 @pytest.mark.tf
 def test_greedy_strategy_places_on_the_least_loaded_task():
     sizes = {"a": 100, "b": 60, "c": 50, "d": 10}
-    strategy = psjob.GreedyLoadBalancingStrategy(2, sizes.__getitem__)
+    strategy = tf_placement.GreedyLoadBalancingStrategy(2, sizes.__getitem__)
     assert [strategy(op) for op in "abcd"] == [0, 1, 1, 0]
     assert strategy.loads == [110, 110]
 
 
 @pytest.mark.tf
 def test_session_config_limits_threads_and_filters_devices():
-    cluster = psjob.parse_cluster('{"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}')
+    cluster = psjob_config.parse_cluster('{"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}')
     config = psjob._session_config(psjob.JobConfig(cluster=cluster, job="worker", task=1, threads=2))
     assert (config.intra_op_parallelism_threads, config.inter_op_parallelism_threads) == (2, 2)
     assert list(config.device_filters) == ["/job:ps", "/job:worker/task:1"]

@@ -90,7 +90,7 @@ def killed(p: subprocess.Popen) -> Iterator[None]:
 def bring_up_again(caplog) -> str:
     """Bring the same topology up in this process; returns the clean-up log line."""
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="emulation.net"), Testbed(TOPO) as tb:
+    with caplog.at_level(logging.INFO, logger="emulation.bringup"), Testbed(TOPO) as tb:
         assert tb.timings["bring_up_s"] > 0 and tb.circuits()  # up and answering
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(CLEANED)]
     assert len(lines) == 1, [r.getMessage() for r in caplog.records]
@@ -138,7 +138,7 @@ def test_a_bridge_no_run_recorded_is_still_refused(no_leftovers):
         )
         refused = r"^bridge ecs1 already exists and no testbed run made it .*del-br ecs1"
         with pytest.raises(net.TestbedError, match=refused):
-            Testbed(TOPO)._take_switch_names()
+            Testbed(TOPO).run._take_switch_names()
         assert "ecs1" in registry.existing_bridges()
     finally:
         subprocess.run(["ovs-vsctl", "--if-exists", "del-br", "ecs1"], check=True)

@@ -70,7 +70,6 @@ Pitfalls of TF 2.21's tf.compat.v1 PS training handled here (each checked on TF 
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -84,14 +83,14 @@ from typing import Any
 
 from emulation.env import scrub_proxy_env
 from workloads import models
-from workloads.placement import Placement, plan_placement
+from workloads.placement import plan_placement
+from workloads.psjob_config import JobConfig, parse_args
+from workloads.tf_placement import PlannedStrategy
 
 log = logging.getLogger(__name__)
 
 IMPORTED_UNIX_S = time.time()
 
-PLACEMENTS = ("round-robin", "balanced")
-JOBS = ("ps", "worker")
 #: seconds between a non-chief worker's checks that the chief initialised the model (TF: 30)
 RECOVERY_WAIT_S = 0.25
 #: seconds the chief waits for its queue-runner thread at close (TF: 120); it never ends by itself
@@ -99,149 +98,6 @@ STOP_GRACE_S = 0.5
 #: traceback lines kept in an error line
 TRACE_LINES = 12
 EXIT_OK, EXIT_EXCEPTION, EXIT_DEADLINE = 0, 1, 3
-
-
-# ---------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """Task addresses ("ip:port") of the ps and worker jobs."""
-
-    ps: tuple[str, ...]
-    worker: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {"ps": list(self.ps), "worker": list(self.worker)}
-
-
-def parse_cluster(text: str) -> Cluster:
-    """Cluster from JSON {"ps": ["ip:port", ...], "worker": [...]}; anything else raises ValueError."""
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--cluster is not JSON: {err}") from None
-    if not isinstance(spec, dict) or set(spec) != set(JOBS):
-        raise ValueError(f'--cluster must be an object with exactly the keys "ps" and "worker", got {text!r}')
-    for job in JOBS:
-        tasks = spec[job]
-        if not isinstance(tasks, list) or not tasks:
-            raise ValueError(f"--cluster {job!r} must be a non-empty list of 'ip:port'")
-        for address in tasks:
-            host, sep, port = str(address).rpartition(":")
-            if not (isinstance(address, str) and sep and host and port.isdigit() and 0 < int(port) < 65536):
-                raise ValueError(f"--cluster {job!r}: bad address {address!r} (want 'ip:port')")
-    addresses = spec["ps"] + spec["worker"]
-    if len(set(addresses)) != len(addresses):
-        raise ValueError(f"--cluster: an address is used twice: {addresses}")
-    return Cluster(tuple(spec["ps"]), tuple(spec["worker"]))
-
-
-@dataclass(frozen=True)
-class JobConfig:
-    """One task's settings, from the command line."""
-
-    cluster: Cluster
-    job: str
-    task: int
-    model: str = "tiny"
-    width: float = 1.0
-    batch_size: int = 1
-    iterations: int = 10
-    placement: str = "balanced"
-    seed: int = 1
-    threads: int = 1
-    learning_rate: float = 0.001
-    deadline_s: float = 900.0
-    grappler: bool = False
-    checkpoint_dir: str = ""
-    checkpoint_every: int = 0
-
-    def __post_init__(self) -> None:
-        tasks = getattr(self.cluster, self.job, None) if self.job in JOBS else None
-        if tasks is None:
-            raise ValueError(f"--job must be one of {', '.join(JOBS)}, got {self.job!r}")
-        if not 0 <= self.task < len(tasks):
-            raise ValueError(f"--task {self.task} out of range: job {self.job!r} has {len(tasks)} task(s)")
-        models.get_model(self.model)
-        if self.placement not in PLACEMENTS:
-            raise ValueError(f"--placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}")
-        for name in ("width", "deadline_s", "learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be positive")
-        for name in ("batch_size", "iterations", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
-        if self.checkpoint_every < 0 or (self.checkpoint_every and not self.checkpoint_dir):
-            raise ValueError("--checkpoint-every needs --checkpoint-dir and must be >= 0")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m workloads.psjob",
-        description="One PS or worker task of a synchronous TF parameter-server job; JSON lines on stdout.",
-    )
-    p.add_argument("--cluster", required=True, help='JSON {"ps": ["ip:port", ...], "worker": ["ip:port", ...]}')
-    p.add_argument("--job", required=True, choices=JOBS)
-    p.add_argument("--task", required=True, type=int, help="index of this task in its job")
-    p.add_argument("--model", default="tiny", choices=sorted(models.MODELS), help="model (workers; default tiny)")
-    p.add_argument("--width", type=float, default=1.0, help="channel/FC-width multiplier (default 1)")
-    p.add_argument("--batch-size", type=int, default=1, help="samples per worker per step (default 1)")
-    p.add_argument(
-        "--iterations", type=int, default=10, help="global step the job trains to (default 10; restored steps count)"
-    )
-    p.add_argument(
-        "--placement",
-        default="balanced",
-        choices=PLACEMENTS,
-        help="variables over the PSs: balanced (largest first, big layers cut; default) or TF's round-robin",
-    )
-    p.add_argument("--seed", type=int, default=1, help="synthetic data seed; worker i uses seed + i (default 1)")
-    p.add_argument("--threads", type=int, default=1, help="TF intra-op and inter-op threads each (default 1)")
-    p.add_argument("--learning-rate", type=float, default=0.001, help="SGD learning rate (default 0.001)")
-    p.add_argument(
-        "--deadline-s", type=float, default=900.0, help="exit with an error line after this many seconds (default 900)"
-    )
-    p.add_argument(
-        "--grappler",
-        default="off",
-        choices=("on", "off"),
-        help="TF's graph optimiser (default off: it slows start-up, not the steps; see the module docstring)",
-    )
-    p.add_argument(
-        "--checkpoint-dir",
-        default="",
-        help="shared folder of the job's checkpoints: the chief restores the latest one at start (standby PS)",
-    )
-    p.add_argument("--checkpoint-every", type=int, default=0, help="the chief saves every N global steps (0: never)")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> JobConfig:
-    """JobConfig from the command line; a bad value exits with argparse's usage error (code 2)."""
-    parser = build_parser()
-    a = parser.parse_args(argv)
-    try:
-        return JobConfig(
-            cluster=parse_cluster(a.cluster),
-            job=a.job,
-            task=a.task,
-            model=a.model,
-            width=a.width,
-            batch_size=a.batch_size,
-            iterations=a.iterations,
-            placement=a.placement,
-            seed=a.seed,
-            threads=a.threads,
-            learning_rate=a.learning_rate,
-            deadline_s=a.deadline_s,
-            grappler=a.grappler == "on",
-            checkpoint_dir=a.checkpoint_dir,
-            checkpoint_every=a.checkpoint_every,
-        )
-    except ValueError as err:
-        parser.error(str(err))
-        raise  # unreachable: parser.error exits
 
 
 # ---------------------------------------------------------------- output and process guards
@@ -284,86 +140,6 @@ def start_deadline(emitter: Emitter, deadline_s: float, exit_fn: Callable[[int],
 
 
 # ---------------------------------------------------------------- TensorFlow parts
-
-
-class GreedyLoadBalancingStrategy:
-    """`ps_strategy` for replica_device_setter: each PS op goes to the least-loaded PS task
-    (PlannedStrategy uses it for the ops outside its plan).
-
-    TF 1.x's tf.contrib.training class of the same name (gone in TF 2). Ties go to the lowest task
-    index. Greedy, so the result depends on the order in which variables are created.
-    """
-
-    def __init__(self, num_tasks: int, load_fn: Callable[[Any], int]) -> None:
-        if num_tasks < 1:
-            raise ValueError(f"num_tasks must be >= 1, got {num_tasks}")
-        self.loads = [0] * num_tasks
-        self._load_fn = load_fn
-
-    def __call__(self, op: Any) -> int:
-        task = min(range(len(self.loads)), key=self.loads.__getitem__)
-        self.loads[task] += self._load_fn(op)
-        return task
-
-
-def _op_shape_dtype(op: Any) -> tuple[Any, Any]:
-    """(TensorShape, DType) of the variable (or other single-output op) `op` creates.
-
-    Variable ops (VarHandleOp, VariableV2) carry "shape" and "dtype" attributes: a resource
-    variable's output is a scalar handle, so its output shape (what contrib read) says nothing.
-    """
-    import tensorflow as tf
-
-    try:
-        shape = tf.TensorShape(op.get_attr("shape"))
-        dtype = tf.dtypes.as_dtype(op.get_attr("dtype"))
-    except ValueError:  # no such attributes: the single output
-        if len(op.outputs) != 1:
-            raise ValueError(f"{op.name}: {len(op.outputs)} outputs, expected one") from None
-        shape, dtype = op.outputs[0].shape, op.outputs[0].dtype
-    if not shape.is_fully_defined():
-        raise ValueError(f"{op.name}: shape {shape} is not fully defined")
-    return shape, dtype
-
-
-def byte_size_load_fn(op: Any) -> int:
-    """Bytes of the variable (or other single-output op) `op` creates."""
-    shape, dtype = _op_shape_dtype(op)
-    return shape.num_elements() * dtype.base_dtype.size
-
-
-class PlannedStrategy:
-    """`ps_strategy` for replica_device_setter that puts the model's variables where a
-    workloads.placement plan says (LPT over the model's shapes, big layers cut).
-
-    replica_device_setter asks once per variable op, in creation order: the global step, then
-    the model's variables (the plan's order: each is checked by its shape), then a few scalars of
-    SyncReplicasOptimizer. Ops outside the plan go to the least-loaded PS, as the greedy strategy
-    does. `check_complete` after building says whether every planned variable was seen.
-    """
-
-    def __init__(self, plan: Placement) -> None:
-        self.greedy = GreedyLoadBalancingStrategy(plan.num_ps, byte_size_load_fn)
-        self._expected = list(zip(plan.variables, plan.tasks, strict=True))
-        self._next = 0
-
-    def __call__(self, op: Any) -> int:
-        shape, _ = _op_shape_dtype(op)
-        if self._next < len(self._expected) and tuple(shape.as_list()) == self._expected[self._next][0].shape:
-            var, task = self._expected[self._next]
-            self._next += 1
-            self.greedy.loads[task] += var.nbytes
-            return task
-        return self.greedy(op)
-
-    def check_complete(self) -> None:
-        """Raise if the model's variables did not come as planned (models.py and Keras disagree)."""
-        if self._next != len(self._expected):
-            want = self._expected[self._next][0]
-            raise RuntimeError(
-                f"placement: variable {self._next} of the plan (layer {want.layer}, shape {want.shape}) was never "
-                "created; workloads.models' variable list no longer matches the Keras build"
-            )
 
 
 def _ps_name(device: str) -> str:
