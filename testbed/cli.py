@@ -95,6 +95,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     res = run_experiment(args.experiment, progress=not args.no_progress)
     s = res.summary
+    if s.get("scheme"):
+        _print_scheme_run(s, res.out_dir)
+        return 0
     b, pred = s["bct_s"], s["predicted"]
     print(
         f"{s['name']}: {s['model']} W={s['workers']} P={s['ps']} BS={s['batch_size']} scale {s['scale']:g}, "
@@ -124,6 +127,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         _print_timeline(s["timeline"])
     print(f"  results       {res.out_dir}")
     return 0
+
+
+def _print_scheme_run(s: dict, out_dir: Path) -> None:
+    """What `testbed run` prints for a scheme job (workloads.schemes.job)."""
+    g, b = s["gst_s"], s["bct_s"]
+    print(
+        f"{s['name']}: {s['scheme']} ({s['compute']} compute) {s['model']} W={s['workers']} P={s['ps']} "
+        f"scale {s['scale']:g}, {s['model_bytes_emulated'] / 1e6:.2f} MB gradient per worker"
+    )
+    print(f"  GST measured  mean {g['mean']:.3f} s  p95 {g['p95']:.3f}  +-{g['ci95']:.3f} (95% CI, n={g['n']})")
+    print(f"  BCT measured  mean {b['mean']:.3f} s  (compute {s['compute_s_per_step']:.3f} s per step when calibrated)")
+    print(f"  schedule      busiest cable at its rate {s['expected_sync_s']:.3f} s; chain {s['chain_length']} messages")
+    if s["cross_region_bytes"]:
+        levels = ", ".join(f"level {i}: {v / 1e6:.2f} MB" for i, v in enumerate(s["cross_region_bytes"]))
+        print(f"  cross-region  {levels}")
+    if s["sums_checked"]:
+        print(f"  sums          {'exact on every worker' if not s['sum_problems'] else s['sum_problems'][0]}")
+    f = s["fidelity"]
+    print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    print(f"  results       {out_dir}")
 
 
 def _num(v: float | None, fmt: str = ".2f") -> str:

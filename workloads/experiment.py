@@ -76,6 +76,18 @@ class JobSpec(BaseModel):
     seed: int = Field(default=1)
     threads: int = Field(default=1, ge=1, description="TF intra/inter-op threads per process")
     deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
+    scheme: Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat"] = Field(
+        default="tf-ps",
+        description="synchronisation: tf-ps (TensorFlow's PS job) or a scheme of workloads/schemes",
+    )
+    compute: Literal["tf", "calibrated"] = Field(
+        default="tf",
+        description="schemes: real TF gradients, or this machine's measured compute time with seeded random ones",
+    )
+    compute_s: float | None = Field(
+        default=None, ge=0, description="calibrated: seconds of compute per step (default: measured here, cached)"
+    )
+    check: bool = Field(default=False, description="schemes: verify every worker holds the exact sum, every step")
 
     @property
     def paper_bytes(self) -> float:
@@ -104,6 +116,13 @@ class ExperimentSpec(BaseModel):
     def _one_of_job_jobs(self) -> ExperimentSpec:
         if (self.job is None) == (self.jobs is None):
             raise ValueError("job: give either job (one job on all hosts) or jobs (a list, each naming its hosts)")
+        schemes = {j.scheme for j in self.all_jobs if j.scheme != "tf-ps"}
+        if schemes and (self.jobs is not None and len(self.jobs) > 1):
+            raise ValueError("jobs: a scheme job (scheme: ...) runs alone for now; give one job")
+        if schemes and (self.timeline or self.random_failures):
+            raise ValueError(
+                "timeline: scheme jobs take no timeline events yet (the PS job does); remove them or use scheme: tf-ps"
+            )
         if self.jobs is not None:
             names = [j.name for j in self.jobs]
             if len(set(names)) != len(names):

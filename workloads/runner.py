@@ -79,7 +79,13 @@ def run_job(
     exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, progress: bool = True, source: str = ""
 ) -> RunResult:
     """Build the network, run the job(s) with the timeline, write `out`, tear down. Raises
-    RunError on failure (after writing what was measured, marked incomplete)."""
+    RunError on failure (after writing what was measured, marked incomplete). A job that names
+    a synchronisation scheme runs through the scheme engine instead (workloads.schemes.job)."""
+    if exp.main.scheme != "tf-ps":
+        from workloads.schemes.job import run_scheme_job
+
+        summary = run_scheme_job(exp, topo, topo_source, out, source)
+        return RunResult(exp.name, out, True, summary)
     net = build_network(topo, topo_source)
     where = source or exp.name
     plan = resolve_jobs(exp, net, where)

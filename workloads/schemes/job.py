@@ -1,0 +1,151 @@
+"""An experiment whose job names a scheme (`scheme: ring`, ...): the network up, one engine process
+per host, the fidelity monitor beside them, the results written, all torn down.
+
+What it writes to results/<name>/ (as the PS job does, with the scheme's own columns):
+- iterations.csv: per host and measured iteration, compute/sync/apply seconds and payload bytes;
+- summary.json: per-iteration GST (the slowest worker's synchronisation time) and BCT (its compute
+  + synchronisation + apply), the schedule's own expectation (bytes on the busiest cable over its
+  rate), bytes per host, cross-region bytes per level, the dependency-chain length, the fidelity
+  verdict, and, with `check`, the sums verified;
+- manifest.json: the experiment, topology, sizes and seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from emulation.fidelity import Monitor
+from emulation.net import Testbed
+from topologies.build import build_network
+from topologies.schema import TopologySpec
+from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+from workloads.predict import choose_width
+from workloads.procs import RunError
+from workloads.schemes import compile_scheme
+from workloads.schemes.count import expected_sync_s
+from workloads.schemes.emulated import run_in_testbed
+from workloads.schemes.host import verify_sums
+from workloads.schemes.schedule import ELEM_BYTES, chain_length, cross_region_bytes, host_bytes
+from workloads.stats import describe
+
+LOG = logging.getLogger(__name__)
+ROW_FIELDS = ["iteration", "host", "role", "compute_s", "sync_s", "apply_s", "sent_bytes", "received_bytes", "loss"]
+
+
+def calibrated_compute_s(job: JobSpec, width: float) -> float:
+    """Seconds one worker step computes here: the batch over P_w measured for this model (cached)."""
+    from workloads import calibrate, models
+
+    cal = calibrate.calibrate(lambda: models.build_model(job.model, width), f"{job.model}@w{width:.6g}", job.batch_size)
+    return job.batch_size / cal.p_w_samples_per_s
+
+
+def run_scheme_job(
+    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+) -> dict[str, Any]:
+    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    job = exp.main
+    net = build_network(topo, topo_source)
+    where = source or exp.name
+    workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
+    servers = (list(job.ps) if job.ps is not None else [n.name for n in net.pss()]) if job.scheme == "ps" else []
+    for h in workers + servers:
+        if h not in net.nodes or not net.nodes[h].is_host:
+            raise ExperimentError(f"{where}: job.workers: {h} is not a host of the topology")
+    if job.scheme == "ps" and not servers:
+        raise ExperimentError(f"{where}: job.scheme: ps needs PS hosts; give job.ps or use a topology with PSs")
+    if len(workers) < 2 and job.scheme != "ps":
+        raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least two workers")
+    width, model_bytes = choose_width(job, topo.scale * exp.compress)
+    n_elems = int(model_bytes) // ELEM_BYTES
+    regions = net.family.regions(net)
+    sched = compile_scheme(job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers})
+    compute_s = 0.0
+    if job.compute == "calibrated":
+        compute_s = job.compute_s if job.compute_s is not None else calibrated_compute_s(job, width)
+    cfg = {
+        "scheme": job.scheme,
+        "workers": workers,
+        "servers": servers,
+        "regions": {w: list(regions[w]) for w in workers},
+        "n_elems": n_elems,
+        "mode": job.compute,
+        "compute_s": compute_s,
+        "model": job.model,
+        "width": width,
+        "batch_size": job.batch_size,
+        "lr": 0.01,
+        "seed": job.seed,
+        "warmup": job.warmup,
+        "iterations": job.iterations,
+        "check": job.check,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "experiment": source or exp.name,
+        "topology_file": topo_source,
+        "topology": topo.model_dump(),
+        "job": job.model_dump(),
+        "width": width,
+        "model_bytes_emulated": model_bytes,
+        "engine": cfg,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    hosts = workers + servers
+    error = ""
+    with Testbed(net) as tb:
+        monitor = Monitor(net).start()
+        try:
+            run = run_in_testbed(tb, cfg, hosts, out / "engine", timeout_s=job.deadline_s)
+        except RuntimeError as err:
+            error = str(err)
+            run = None
+        finally:
+            verdict = monitor.stop()
+    if run is None:
+        raise RunError(f"{where}: {error}")
+    with (out / "iterations.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ROW_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(run.rows)
+    its = run.iterations()
+    by_it = {}
+    for r in run.rows:
+        if r["role"] == "worker":
+            t = r["compute_s"] + r["sync_s"] + r["apply_s"]
+            by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
+    problems = verify_sums(out / "engine", workers) if job.check else []
+    summary = {
+        "name": exp.name,
+        "complete": True,
+        "scheme": job.scheme,
+        "compute": job.compute,
+        "compute_s_per_step": compute_s,
+        "model": job.model,
+        "workers": len(workers),
+        "ps": len(servers),
+        "worker_hosts": workers,
+        "ps_hosts": servers,
+        "batch_size": job.batch_size,
+        "scale": topo.scale,
+        "compress": exp.compress,
+        "model_bytes_emulated": model_bytes,
+        "gst_s": describe([i["sync_s"] for i in its]),
+        "bct_s": describe(list(by_it.values())),
+        "expected_sync_s": expected_sync_s(net, sched),
+        "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
+        "cross_region_bytes": cross_region_bytes(sched, regions),
+        "chain_length": chain_length(sched),
+        "loss": [i["loss"] for i in its] if job.compute == "tf" else None,
+        "sums_checked": job.check,
+        "sum_problems": problems,
+        "fidelity": verdict.as_dict(),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if problems:
+        raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
+    return summary
