@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import resource
 import subprocess
 import sys
 import time
@@ -59,6 +58,7 @@ def scheme_messages(kind: str, size: str, scheme: str) -> int:
 
 def run_point(kind: str, size: str, scheme: str, tmp: Path) -> dict:
     """One point in this process: plan, route, simulate; times and memory."""
+    from workloads.flowmodel.engine import peak_rss_mb
     from workloads.flowmodel.simulate import plan, run
 
     topo, sets = topology_sets(kind, size)
@@ -86,7 +86,7 @@ def run_point(kind: str, size: str, scheme: str, tmp: Path) -> dict:
         "sim_run_s": r.run_s,
         "sim_wall_s": r.wall_s,
         "sim_rss_mb": r.max_rss_mb,
-        "model_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "model_rss_mb": peak_rss_mb(),
         "total_s": t2 - t0,
         "iteration_s": r.iteration_s,
         "bound_s": o.bound_s,

@@ -85,6 +85,18 @@ class SimResult:
     finish_s: list[float] = field(default_factory=list)
 
 
+def peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM). Not ru_maxrss: Linux carries that across fork and
+    exec, so a spawned child would report its parent's peak when that was higher."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _quiet_import():
     """Import simgrid with fd 2 silenced: the binding announces its thread contexts on stderr."""
     saved = os.dup(2)
@@ -137,7 +149,7 @@ def _simulate(platform: Platform, traffic: Traffic, config: dict[str, str]) -> S
         platform_s=t1 - t0,
         run_s=t2 - t1,
         wall_s=t2 - t0,
-        max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        max_rss_mb=peak_rss_mb(),
         config=config,
         error=out["error"],
         finish_s=finish,
