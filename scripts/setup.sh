@@ -7,7 +7,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 venv="$top/.venv"
-apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin python3-mpi4py)
+apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin python3-mpi4py python3-simgrid)
 
 log() { printf 'setup: %s\n' "$*"; }
 
@@ -63,6 +63,8 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 ln -sfn /usr/lib/python3/dist-packages/mininet "$site/mininet"
 # Open MPI's Python binding, built for this interpreter: the reference allreduce (workloads/schemes/mpi.py)
 ln -sfn /usr/lib/python3/dist-packages/mpi4py "$site/mpi4py"
+# SimGrid 3.32 (one compiled module, Python 3.11): the flow-level model (workloads/flowmodel)
+ln -sfn /usr/lib/python3/dist-packages/simgrid.cpython-311-x86_64-linux-gnu.so "$site/"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages (first time: a few minutes, TensorFlow is large)"
   "$venv/bin/pip" install -q --upgrade pip

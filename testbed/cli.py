@@ -202,6 +202,13 @@ def cmd_bct(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from workloads.flowmodel.simulate import format_outcome, plan, run
+
+    print(format_outcome(run(plan(args.experiment, args.set, scheme=args.scheme, paper=args.paper))))
+    return 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from testbed import figure, sweep
     from testbed.report import write_report
@@ -305,6 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--p-s", type=float, default=None, help="P_s bytes/s per PS (default: calibrated here)")
     b.add_argument("--latency-ms", type=float, default=0.0, help="per-link latency")
     b.set_defaults(func=cmd_bct)
+    sm = sub.add_parser("simulate", help="an experiment's network part on the SimGrid flow model (builds nothing)")
+    sm.add_argument("experiment")
+    sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
+    sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a workloads.schemes name (ring, ...)")
+    sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
+    sm.set_defaults(func=cmd_simulate)
     return p
 
 
