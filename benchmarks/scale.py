@@ -28,25 +28,31 @@ MAX_MESSAGES = 2_500_000
 PS = 4  # FatTree and BCube PSs; PSNet has one per module
 
 
-def topology_sets(kind: str, size: str) -> tuple[str, list[str]]:
-    """The shipped prototype file of `kind` and the overrides that grow it to `size` hosts."""
-    if kind == "fattree":
-        k = {"100": 8, "1k": 16, "10k": 34}[size]
-        half = k // 2
-        workers = [half] * (k * half - 1) + [half - PS]
-        return "fattree-testbed.yaml", [f"k={k}", "pods=null", f"workers={workers}", f"ps={PS}", "routing=hashed"]
-    if kind == "psnet":
-        modules, per = {"100": (5, 20), "1k": (10, 100), "10k": (10, 1000)}[size]
-        w = per - 1
-        return "psnet-testbed.yaml", [
-            f"modules={modules}",
-            "tors=4",
-            "ps=1",
-            f"workers={w}",
-            f"tor_downlinks={-(-w // 4)}",
-        ]
+def _fattree(size: str) -> tuple[str, list[str]]:
+    k = {"100": 8, "1k": 16, "10k": 34}[size]
+    half = k // 2
+    workers = [half] * (k * half - 1) + [half - PS]
+    return "fattree-testbed.yaml", [f"k={k}", "pods=null", f"workers={workers}", f"ps={PS}", "routing=hashed"]
+
+
+def _psnet(size: str) -> tuple[str, list[str]]:
+    modules, per = {"100": (5, 20), "1k": (10, 100), "10k": (10, 1000)}[size]
+    w = per - 1
+    return "psnet-testbed.yaml", [f"modules={modules}", "tors=4", "ps=1", f"workers={w}", f"tor_downlinks={-(-w // 4)}"]
+
+
+def _bcube(size: str) -> tuple[str, list[str]]:
     n = {"100": 10, "1k": 32, "10k": 100}[size]
     return "bcube-4-1.yaml", [f"n={n}", "k=1", f"ps={PS}", "routing=hashed"]
+
+
+#: per kind: the shipped prototype file and the overrides that grow it to a size
+_GROW = {"psnet": _psnet, "fattree": _fattree, "bcube": _bcube}
+
+
+def topology_sets(kind: str, size: str) -> tuple[str, list[str]]:
+    """The shipped prototype file of `kind` and the overrides that grow it to `size` hosts."""
+    return _GROW[kind](size)
 
 
 def scheme_messages(kind: str, size: str, scheme: str) -> int:

@@ -254,6 +254,9 @@ class Kind(ABC):
     l2_by_next_server: ClassVar[bool] = False
     #: a failed PS is replaced only by a standby of its own module (PSNet: behind its SuperNode)
     standby_in_module: ClassVar[bool] = False
+    #: every host pair must reach each other (BCube's relaying servers, leaf-spine's allreduce),
+    #: not only workers and PSs: `intended_pairs` lists all pairs, worker<->PS ones no longer first
+    all_pairs_intended: ClassVar[bool] = False
     #: the paper's BCT model for this kind, or None where the paper gives none
     bct: ClassVar[BctFacts | None] = None
     #: random failures draw from cables of these kinds and switches of these roles: the ones

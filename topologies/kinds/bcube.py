@@ -174,6 +174,7 @@ def build_bcube(spec: BCubeSpec) -> Network:
 class BCubeKind(Kind):
     """BCube: servers relay between their k+1 NICs; switches forward by the next server's MAC."""
 
+    all_pairs_intended = True
     name = "bcube"
     title = "BCube"
     spec_class = BCubeSpec

@@ -181,6 +181,7 @@ def build_leafspine(spec: LeafSpineSpec) -> Network:
 class LeafSpineKind(Kind):
     """Leaf-spine: single-NIC hosts under leaves, ECMP over the spines (RAT's network)."""
 
+    all_pairs_intended = True
     name = "leafspine"
     title = "leaf-spine"
     spec_class = LeafSpineSpec

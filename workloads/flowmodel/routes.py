@@ -224,7 +224,7 @@ def emulator_order(net: Network, pairs: Iterable[Pair]) -> list[Pair]:
 
     def key(pair: Pair) -> tuple:
         a, b = pair
-        if net.kind != "bcube":
+        if not net.family.all_pairs_intended:
             if a in workers and b in ps_index:
                 return (0, workers[a], ps_index[b], 0)
             if a in ps_index and b in workers:

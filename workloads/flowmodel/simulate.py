@@ -113,12 +113,8 @@ class Plan:
 
 def plan(path: str | Path, sets: list[str] = (), scheme: str = TF_PS, paper: bool = False) -> Plan:
     """Read the experiment file, apply `--set` overrides, build the network, size the job."""
+    from workloads.predict import choose_width
     from workloads.runner import resolve_jobs
-
-    try:
-        from workloads.predict import choose_width  # where the runner split moves it
-    except ImportError:
-        from workloads.runner import choose_width
     from workloads.schemes import SCHEMES
 
     src = str(path)

@@ -99,23 +99,6 @@ def from_schedule(schedule: Schedule) -> Traffic:
     return t
 
 
-def regions(net: Network, circuits: Circuits) -> dict[str, tuple[str, ...]]:
-    """Each host's region per oversubscribed level, lowest first (RAT's input).
-
-    FatTree: (ToR, pod). PSNet: (the ToR its circuit reaches, module); a PS spans all ToRs of its
-    module, so its rack is its own. BCube has no oversubscribed level: ()."""
-    out: dict[str, tuple[str, ...]] = {}
-    for h in net.hosts():
-        if net.kind == "fattree":
-            out[h.name] = (f"tor{h.index}", f"pod{h.module}")
-        elif net.kind == "psnet":
-            rack = circuits[h.name].b if h.name in circuits else h.name
-            out[h.name] = (rack, f"module{h.module}")
-        else:
-            out[h.name] = ()
-    return out
-
-
 def scheme_traffic(
     net: Network,
     circuits: Circuits,
@@ -132,6 +115,6 @@ def scheme_traffic(
     from workloads.schemes.schedule import ELEM_BYTES
 
     n_elems = max(len(workers), round(model_bytes / ELEM_BYTES))
-    regs = region_of if region_of is not None else regions(net, circuits)
+    regs = region_of if region_of is not None else net.family.regions(net)  # as the emulator's runs
     servers = list(pss) if scheme == "ps" else []
     return from_schedule(compile_scheme(scheme, list(workers), n_elems, servers=servers, regions=regs))
