@@ -39,12 +39,19 @@ class Busy(RuntimeError):
     """Another run holds the emulator."""
 
 
+#: the lock descriptors this process holds: a second acquire here would wait for itself
+_HELD: set[int] = set()
+
+
 def acquire_emulator(wait_s: float) -> int:
     """Exclusive lock on the emulator for this process (released by the kernel if it dies).
 
     One emulation at a time: switch names are global in OVS, and two runs would share the one
-    ovs-vswitchd thread and spoil each other's measurements.
+    ovs-vswitchd thread and spoil each other's measurements. A process that already holds it is
+    refused at once (flock on a new descriptor would make it queue behind itself).
     """
+    if _HELD:
+        raise Busy("this process already has a network up (one emulation at a time); stop it before the next")
     RUN_ROOT.mkdir(parents=True, exist_ok=True)
     fd = os.open(RUN_ROOT / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     deadline = time.monotonic() + wait_s
@@ -53,6 +60,7 @@ def acquire_emulator(wait_s: float) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.ftruncate(fd, 0)
             os.write(fd, str(os.getpid()).encode())
+            _HELD.add(fd)
             return fd
         except BlockingIOError:
             if time.monotonic() >= deadline:
@@ -66,6 +74,7 @@ def acquire_emulator(wait_s: float) -> int:
 
 
 def release_emulator(fd: int) -> None:
+    _HELD.discard(fd)
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
 
