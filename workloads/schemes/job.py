@@ -7,7 +7,8 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
   + synchronisation + apply), the schedule's own expectation (bytes on the busiest cable over its
   rate), bytes per host, cross-region bytes per level, the dependency-chain length, the fidelity
   verdict, and, with `check`, the sums verified;
-- manifest.json: the experiment, topology, sizes and seeds.
+- manifest.json: the experiment, topology, sizes and seeds;
+- with a timeline: timeline.csv, events.csv, timeline.png (workloads.schemes.timeline_run).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from emulation.net import Testbed
 from topologies.build import build_network
 from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+from workloads.inject import Unrecoverable
 from workloads.predict import choose_width
 from workloads.procs import RunError
 from workloads.schemes import compile_scheme
@@ -30,6 +32,7 @@ from workloads.schemes.count import expected_sync_s
 from workloads.schemes.emulated import run_in_testbed
 from workloads.schemes.host import verify_sums
 from workloads.schemes.schedule import ELEM_BYTES, chain_length, cross_region_bytes, host_bytes
+from workloads.schemes.timeline_run import SchemeTimeline
 from workloads.stats import describe
 
 LOG = logging.getLogger(__name__)
@@ -96,16 +99,21 @@ def run_scheme_job(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
     hosts = workers + servers
+    timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
     error = ""
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
+        timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         try:
-            run = run_in_testbed(tb, cfg, hosts, out / "engine", timeout_s=job.deadline_s)
-        except RuntimeError as err:
+            run = run_in_testbed(
+                tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=timeline.tick
+            )
+        except (RuntimeError, Unrecoverable) as err:
             error = str(err)
             run = None
         finally:
             verdict = monitor.stop()
+            timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
     with (out / "iterations.csv").open("w", newline="") as f:
@@ -145,6 +153,8 @@ def run_scheme_job(
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
     }
+    if timeline.active:
+        summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if problems:
         raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
