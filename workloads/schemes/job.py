@@ -16,12 +16,14 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emulation.fidelity import Monitor
 from emulation.net import Testbed
 from topologies.build import build_network
+from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 from workloads.inject import Unrecoverable
@@ -31,7 +33,7 @@ from workloads.schemes import compile_scheme
 from workloads.schemes.count import expected_sync_s
 from workloads.schemes.emulated import run_in_testbed
 from workloads.schemes.host import verify_sums
-from workloads.schemes.schedule import ELEM_BYTES, chain_length, cross_region_bytes, host_bytes
+from workloads.schemes.schedule import ELEM_BYTES, Schedule, chain_length, cross_region_bytes, host_bytes
 from workloads.schemes.timeline_run import SchemeTimeline
 from workloads.stats import describe
 
@@ -47,13 +49,26 @@ def calibrated_compute_s(job: JobSpec, width: float) -> float:
     return job.batch_size / cal.p_w_samples_per_s
 
 
-def run_scheme_job(
-    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
-) -> dict[str, Any]:
-    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
-    job = exp.main
-    net = build_network(topo, topo_source)
-    where = source or exp.name
+@dataclass
+class Prepared:
+    """A scheme job ready to run on its network: hosts, sizes, schedule and the engine's config."""
+
+    net: Network
+    workers: list[str]
+    servers: list[str]
+    width: float
+    model_bytes: float
+    sched: Schedule
+    cfg: dict[str, Any]
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.workers + self.servers
+
+
+def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
+    """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
+    the schedule and write the engine's config; ExperimentError names what does not fit."""
     workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
     servers = (list(job.ps) if job.ps is not None else [n.name for n in net.pss()]) if job.scheme == "ps" else []
     for h in workers + servers:
@@ -63,7 +78,7 @@ def run_scheme_job(
         raise ExperimentError(f"{where}: job.scheme: ps needs PS hosts; give job.ps or use a topology with PSs")
     if len(workers) < 2 and job.scheme != "ps":
         raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least two workers")
-    width, model_bytes = choose_width(job, topo.scale * exp.compress)
+    width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
     regions = net.family.regions(net)
     sched = compile_scheme(job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers})
@@ -87,6 +102,20 @@ def run_scheme_job(
         "iterations": job.iterations,
         "check": job.check,
     }
+    return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
+
+
+def run_scheme_job(
+    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+) -> dict[str, Any]:
+    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    job = exp.main
+    net = build_network(topo, topo_source)
+    where = source or exp.name
+    prep = prepare(job, net, topo.scale * exp.compress, where)
+    workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
+    width, model_bytes = prep.width, prep.model_bytes
+    regions = net.family.regions(net)
     out.mkdir(parents=True, exist_ok=True)
     manifest = {
         "experiment": source or exp.name,
@@ -127,12 +156,13 @@ def run_scheme_job(
             t = r["compute_s"] + r["sync_s"] + r["apply_s"]
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
     problems = verify_sums(out / "engine", workers) if job.check else []
+    expected = expected_sync_s(net, sched)
     summary = {
         "name": exp.name,
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,
-        "compute_s_per_step": compute_s,
+        "compute_s_per_step": cfg["compute_s"],
         "model": job.model,
         "workers": len(workers),
         "ps": len(servers),
@@ -144,7 +174,8 @@ def run_scheme_job(
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
         "bct_s": describe(list(by_it.values())),
-        "expected_sync_s": expected_sync_s(net, sched),
+        "expected_sync_s": expected,
+        "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
         "cross_region_bytes": cross_region_bytes(sched, regions),
         "chain_length": chain_length(sched),
