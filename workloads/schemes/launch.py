@@ -7,6 +7,7 @@ loopback (tests of the engine itself) and inside Mininet hosts (`Testbed.host(h)
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -77,7 +78,7 @@ def run_scheme(
     exception it raises stops the run).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    ports = {h: BASE_PORT + i for i, h in enumerate(hosts)}
+    ports = dict(zip(hosts, _ports(hosts, addresses), strict=True))
     table = {h: [addresses[h], ports[h]] for h in hosts}
     procs: dict[str, subprocess.Popen] = {}
     try:
@@ -120,6 +121,22 @@ def run_scheme(
             if "iteration" in r and not r["warmup"]:
                 rows.append(r)
     return SchemeRun(run_dir, rows)
+
+
+def _ports(hosts: Sequence[str], addresses: dict[str, str]) -> list[int]:
+    """One port per host: BASE_PORT + i inside Mininet hosts (each has its own namespace); on a
+    shared address (loopback tests and benchmarks) ports the kernel has free now, so two runs on
+    one machine do not collide."""
+    if len({addresses[h] for h in hosts}) == len(hosts):
+        return [BASE_PORT + i for i in range(len(hosts))]
+    socks = [socket.socket() for _ in hosts]
+    try:
+        for s in socks:
+            s.bind((addresses[hosts[0]], 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def read_rows(path: Path) -> list[dict]:
