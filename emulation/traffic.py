@@ -132,6 +132,13 @@ def moving_s(windows: Sequence[Window], t0: float, t1: float) -> float:
     return sum(max(0.0, min(w.t, t1) - max(w.t0, t0)) for w in windows if w.moving)
 
 
+def busy_s(windows: Sequence[Window], t0: float, t1: float) -> float:
+    """Seconds of [t0, t1] the bottleneck link needed for what it carried (bytes / rate, per
+    window, counted only where the window moved bytes): the links' busy time, finer than the
+    window, never more than t1 - t0."""
+    return sum(min(1.0, w.util) * max(0.0, min(w.t, t1) - max(w.t0, t0)) for w in windows if w.moving)
+
+
 def last_moving(windows: Sequence[Window]) -> float | None:
     """End (unix s) of the last window that moved bytes, None if none did."""
     return next((w.t for w in reversed(windows) if w.moving), None)

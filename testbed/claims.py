@@ -261,8 +261,8 @@ class FasterThan(_Claim):
             h_paper = implied_host_s(cp * c, cf * c, paper)
             rests = [r for r in (fast.rest_s, slow.rest_s) if r is not None]
             ours = (
-                f"the rest of our step (compute, PS update, TF overhead: BCT minus the measured time the links "
-                f"moved bytes) is {statistics.fmean(rests):.2f} s"
+                f"the rest of our step (compute, PS update, TF overhead: BCT minus the links' measured "
+                f"busy time) is {statistics.fmean(rests):.2f} s"
                 if len(rests) == 2
                 else "the rest of our step was not measured in these runs (no transfer phases recorded)"
             )

@@ -8,8 +8,9 @@ serialisation, PS update, TF overhead) is what this machine spent and is not res
     communication (paper-eq.) = measured communication x compress
     BCT (paper-eq.)           = communication (paper-eq.) + rest
 
-The communication is *measured* (workloads.steptime: the part of each step in which some link
-moved bytes), never the model's, so the rest is BCT minus a part of itself: never negative.
+The communication is *measured* (workloads.steptime: the links' busy time within each step, bytes /
+rate of the busiest link per 0.25-s window), never the model's, so the rest is BCT minus a part
+of itself: never negative.
 
 **The ratio curve.** With the same host time h per step on both topologies,
 ratio(h) = (T_slow + h) / (T_fast + h), where T is the model's communication (bct_model via
@@ -217,9 +218,10 @@ def markdown(decs: Sequence[Decomposition], cvs: Sequence[RatioCurve], png: str)
         "",
         "## Where the time goes (paper-equivalent seconds)",
         "",
-        "Communication is measured (the part of each step in which some emulated link moved bytes) and "
-        "multiplied by compress; the rest (compute, PS update, TF overhead: this machine's host time) is the "
-        "measured BCT minus it, not rescaled. The parts add up to the BCT in paper-equivalent seconds.",
+        "Communication is measured (the links' busy time within each step: per 0.25-s window, bytes / rate of "
+        "its busiest link) and multiplied by compress; the rest (compute, PS update, TF overhead: this "
+        "machine's host time) is the measured BCT minus it, not rescaled. The parts add up to the BCT in "
+        "paper-equivalent seconds.",
         "",
         "| point | host time | BCT as run (s) | communication (s) | rest (s) | BCT paper-eq. (s) | model comm. (s) |",
         "|---|---|---|---|---|---|---|",

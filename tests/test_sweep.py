@@ -295,7 +295,7 @@ def test_the_fig13_report_decomposes_each_bct_and_draws_the_ratio_over_host_time
     assert "## Where the time goes (paper-equivalent seconds)" in text
     assert "| fattree-r1-vgg16 | scaled | 17.360 | 33.20 | 0.76 | 33.96 | 39.06 |" in text
     assert f"the paper's 1.89x implies {vgg['implied_host_s']:.2f} s of host time per step" in text
-    assert "the rest of our step (compute, PS update, TF overhead: BCT minus the measured time" in text
+    assert "the rest of our step (compute, PS update, TF overhead: BCT minus the links" in text
     assert (out / "fig13-ratio.png").read_bytes()[:4] == b"\x89PNG"
     # a second host-time mode (full-size host time) is paired apart and drawn beside the first
     for pid, (comm, rest) in {"psnet-vgg16": (5.4, 8.0), "fattree-r1-vgg16": (16.6, 8.2)}.items():

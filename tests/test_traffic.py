@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from emulation.traffic import MOVING, PHASE_S, Window, last_moving, moving_s, phases, read_counters, window
+from emulation.traffic import MOVING, PHASE_S, Window, busy_s, last_moving, moving_s, phases, read_counters, window
 from workloads.procs import JobRun, Proc, own_lines, proc_state
 from workloads.stall import Stalled, StallWatch
 from workloads.steptime import split_step, step_split
@@ -51,6 +51,8 @@ def test_phases_are_runs_of_windows_moving_bytes_judged_on_their_interior():
     assert last_moving(ws) == 2.5 and last_moving([w(1.0, 0.01)]) is None
     # seconds of [1.1, 2.1] covered by moving windows: 1.1-2.0 (0.9 s), the 2.0-2.25 window is not moving
     assert moving_s(ws, 1.1, 2.1) == pytest.approx(0.9)
+    # busy: what the bottleneck link needed for its bytes, 0.3 x 0.15 + 1.0 x 0.25 + 0.9 x 0.25 + 0.2 x 0.25
+    assert busy_s(ws, 1.1, 2.1) == pytest.approx(0.045 + 0.25 + 0.225 + 0.05)
 
 
 def test_each_step_splits_into_measured_communication_and_a_rest_that_add_up():
@@ -66,7 +68,7 @@ def test_each_step_splits_into_measured_communication_and_a_rest_that_add_up():
     ]
     got = step_split(rows, warmup=1, windows=ws)
     assert got["comm_s"]["n"] == 1 and got["comm_s"]["mean"] + got["rest_s"]["mean"] == pytest.approx(4.0)
-    assert got["comm_s"]["mean"] == pytest.approx(2.0) and "moved bytes" in got["method"]
+    assert got["comm_s"]["mean"] == pytest.approx(2.0) and "busy time" in got["method"]
     assert step_split(rows, 1, []) == {}
 
 
