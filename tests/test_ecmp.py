@@ -82,3 +82,19 @@ def test_connections_of_one_pair_spread_over_core_paths():
         busy = [i for i, b in grew.items() if b > 500_000]
         assert len(busy) >= 2, grew
         assert sum(grew.values()) > 4_000_000, grew  # 3 s at the 25 Mbit/s of one host link
+
+
+def test_group_buckets_count_as_rules_of_their_port():
+    from emulation.datapath import group_buckets
+
+    desc = (
+        "OFPST_GROUP_DESC reply (OF1.3) (xid=0x2):\n"
+        " group_id=47350710,type=select,bucket=weight:1,actions=output:3,bucket=weight:1,actions=output:4\n"
+    )
+    stats = (
+        "OFPST_GROUP reply (OF1.3) (xid=0x6):\n"
+        " group_id=47350710,duration=5.388s,ref_count=28,packet_count=7973,byte_count=12023870,"
+        "bucket0:packet_count=2051,byte_count=3096616,bucket1:packet_count=5922,byte_count=8927254\n"
+    )
+    got = [(r.key, r.out_port, r.packets, r.age_s) for r in group_buckets("e0_0", desc, stats)]
+    assert got == [("group=47350710,bucket=0", 3, 2051, 5.388), ("group=47350710,bucket=1", 4, 5922, 5.388)]
