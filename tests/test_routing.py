@@ -395,7 +395,7 @@ def test_route_rules_match_the_paths(path):
             assert by_match.setdefault(r.match, r.out_port) == r.out_port, (sw, r)  # no conflicting rules
             assert net.link_at(sw, r.out_port)  # outputs to a wired port
             assert dict(r.match).get("in_port") != r.out_port  # never back out of its in_port
-    if net.kind == "bcube":
+    if net.family.l2_by_next_server:  # BCube, Torus
         assert all(r.cookie == COOKIE_L2 for rules in flows.values() for r in rules)
         assert sum(map(len, flows.values())) == len(net.links)  # one eth_dst rule per server NIC
         return
