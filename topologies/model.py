@@ -259,6 +259,9 @@ class Kind(ABC):
     #: every host pair must reach each other (BCube's relaying servers, leaf-spine's allreduce),
     #: not only workers and PSs: `intended_pairs` lists all pairs, worker<->PS ones no longer first
     all_pairs_intended: ClassVar[bool] = False
+    #: the servers differing in one address digit form a ring of direct cables (Torus), so a ring
+    #: schedule among them can run both ways at once on two NICs (on a BCube switch one NIC carries both)
+    rings_both_ways: ClassVar[bool] = False
     #: the paper's BCT model for this kind, or None where the paper gives none
     bct: ClassVar[BctFacts | None] = None
     #: random failures draw from cables of these kinds and switches of these roles: the ones

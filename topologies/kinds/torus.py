@@ -215,6 +215,7 @@ class TorusKind(Kind):
     spec_class = TorusSpec
     node_id = TorusId
     l2_by_next_server = True  # a wire forwards by the MAC of the server NIC on each port
+    rings_both_ways = True  # a digit's group is a ring of cables: + and - NICs carry one ring each
     bct = None  # the paper gives no BCT model for a torus
     failure_links = (LinkKind.SERVER_WIRE,)  # a server has 2h cables and relays: one may go
     failure_switches = (Role.WIRE,)  # a wire down is its ring cable cut
