@@ -6,12 +6,13 @@ Shared by the sweep that runs a figure and the report that draws it, so neither 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from testbed.claims import Claim, check_claim
 from topologies.schema import InputError, SafeName, is_safe_name, one_line_error, read_yaml
+from workloads.timeline import TimelineEvent
 
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = REPO / "workloads" / "figures"
@@ -32,6 +33,9 @@ class Point(BaseModel):
     series: str = Field(default="", description="legend entry (line or bar colour)")
     group: str = Field(default="", description="x group of a bar chart / panel of a line chart")
     x: float | None = Field(default=None, description="x value of a line chart")
+    timeline: list[TimelineEvent] = Field(
+        default_factory=list, description="timeline events of this point's run (workloads.timeline)"
+    )
 
 
 class Quick(BaseModel):
@@ -50,6 +54,10 @@ class Figure(BaseModel):
     title: str
     xlabel: str = ""
     plot: str = Field(default="bars", description="bars | lines")
+    metric: Literal["bct", "gst"] = Field(
+        default="bct",
+        description="what is plotted and judged: bct (iteration time) or gst (synchronisation time of scheme jobs)",
+    )
     scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
     emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
     compress: float = 1.0
@@ -70,7 +78,7 @@ class Figure(BaseModel):
 
 
 def figure_names() -> list[str]:
-    return sorted(p.stem for p in FIGURES.glob("fig*.yaml"))
+    return sorted(p.stem for p in FIGURES.glob("*.yaml"))
 
 
 def load_figure(name: str) -> Figure:
@@ -81,6 +89,10 @@ def load_figure(name: str) -> Figure:
         return Figure.model_validate(read_yaml(path))
     except ValidationError as err:
         raise FigureError(one_line_error(str(path), err, Figure)) from None
+
+
+#: how each metric is named in tables and plots
+METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync time per iteration)"}
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from testbed.claims import REFERENCE, ClaimResult, evaluate, paper_reference
-from testbed.figure import REPO, Figure, Point, rep_dir
+from testbed.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from workloads.stats import describe
 
 CI_METHOD = (
@@ -34,9 +34,10 @@ class Row:
     """One point of a figure: its repetitions folded into a mean and a 95% confidence interval."""
 
     point: Point
-    bcts: list[float] = field(default_factory=list)
+    bcts: list[float] = field(default_factory=list)  # per repetition, the mean of the figure's metric
     summaries: list[dict] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    metric: str = "bct_s"  # the summary field the figure plots and judges (bct_s, or gst_s for schemes)
 
     @property
     def bct(self) -> float | None:
@@ -56,14 +57,14 @@ class Row:
     @property
     def ci_n(self) -> int:
         """Samples behind the CI: repetitions, or the single run's measured steps."""
-        return len(self.bcts) if len(self.bcts) > 1 else int(self.summaries[0]["bct_s"]["n"]) if self.bcts else 0
+        return len(self.bcts) if len(self.bcts) > 1 else int(self.summaries[0][self.metric]["n"]) if self.bcts else 0
 
     @property
     def ci95(self) -> float | None:
         """Half-width of the 95% CI of the mean (see CI_METHOD); None where it cannot be computed."""
         if len(self.bcts) > 1:
             return describe(self.bcts)["ci95"]
-        ci = self.summaries[0]["bct_s"].get("ci95") if self.summaries else None
+        ci = self.summaries[0][self.metric].get("ci95") if self.summaries else None
         return ci if isinstance(ci, int | float) and math.isfinite(ci) else None
 
     @property
@@ -91,10 +92,12 @@ class Row:
         return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
 
 
-def collect(out: Path, points: list[Point], reps: int) -> list[Row]:
+def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> list[Row]:
+    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run."""
+    key = f"{metric}_s"
     rows = []
     for p in points:
-        row = Row(p)
+        row = Row(p, metric=key)
         for k in range(1, reps + 1):
             f = rep_dir(out, p, k) / "summary.json"
             try:
@@ -102,8 +105,8 @@ def collect(out: Path, points: list[Point], reps: int) -> list[Row]:
             except (OSError, ValueError):
                 row.failed.append(f"rep{k}: not run")
                 continue
-            if s.get("complete") and s["bct_s"].get("n"):
-                row.bcts.append(s["bct_s"]["mean"])
+            if s.get("complete") and s.get(key, {}).get("n"):
+                row.bcts.append(s[key]["mean"])
                 row.summaries.append(s)
             else:
                 row.failed.append(f"rep{k}: {s.get('error') or 'incomplete'}")
@@ -129,6 +132,7 @@ class PointResult(BaseModel):
     model_bct_min_s: float | None
     model_bct_max_s: float | None
     model_t_push_s: float | None
+    model_gst_s: float | None = Field(default=None, description="scheme jobs: the schedule's busiest cable / its rate")
     equation: str | None
     scale: float | None
     compress: float | None
@@ -143,6 +147,7 @@ class FigureReport(BaseModel):
 
     figure: str
     title: str
+    metric: str = Field(default="bct", description="bct | gst: what the points' means are of")
     quick: bool
     repetitions: int = Field(description="repetitions asked for per point")
     job: dict[str, Any]
@@ -176,6 +181,7 @@ def point_result(r: Row, note: str = "") -> PointResult:
         model_bct_min_s=r.pred.get("bct_min_s"),
         model_bct_max_s=r.pred.get("bct_max_s"),
         model_t_push_s=r.pred.get("t_push_s"),
+        model_gst_s=r.pred.get("gst_s"),
         equation=r.pred.get("equation"),
         scale=s.get("scale"),
         compress=s.get("compress"),
@@ -290,7 +296,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     )
             ax.set_title(g)
             ax.set_xlabel(fig.xlabel)
-            ax.set_ylabel("BCT (s, emulated)")
+            ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated)")
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
     else:
@@ -306,7 +312,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     errs.append(_err(r))
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
         ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel("BCT (s, emulated; error bars: 95% CI)")
+        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated; error bars: 95% CI)")
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
@@ -320,6 +326,15 @@ def _faithful_word(f: bool | None) -> str:
     return "faithful" if f else "NOT faithful" if f is False else "no run"
 
 
+METRIC_TEXT = {
+    "bct": "- BCT: per run, the mean over its measured steps of the slowest worker's step time (emulated "
+    "seconds); per point, the mean over its repetitions",
+    "gst": "- GST: per run, the mean over its measured iterations of the slowest worker's synchronisation time "
+    "(emulated seconds; RAT's ICT without compute); per point, the mean over its repetitions; model: the "
+    "schedule's bytes on the busiest cable over that cable's rate (a bound a perfectly pipelined run meets)",
+}
+
+
 def markdown(rep: FigureReport) -> str:
     """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
     lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
@@ -329,8 +344,7 @@ def markdown(rep: FigureReport) -> str:
         f"- emulated worker rate: {rep.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
         f"bytes divided together, so S/B is the paper's); compress {compress}: model "
         "bytes divided further, so communication takes 1/compress of the paper's time",
-        "- BCT: per run, the mean over its measured steps of the slowest worker's step time (emulated "
-        "seconds); per point, the mean over its repetitions",
+        METRIC_TEXT[rep.metric],
         f"- {rep.ci_method}",
     ]
     if rep.wall_s is not None:
@@ -341,12 +355,14 @@ def markdown(rep: FigureReport) -> str:
         "",
         f"![{rep.figure}]({rep.figure}.png)",
         "",
-        "| point | series | group | x | BCT mean (s) | 95% CI (s) | CI over | model min-max (s) | eq. | scale "
-        "| faithful |",
+        f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | model (s) | eq. "
+        "| scale | faithful |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in rep.points:
         model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
+        if rep.metric == "gst" and p.model_gst_s is not None:
+            model = f"{p.model_gst_s:.2f} (schedule)"
         bct = f"{p.bct_mean_s:.3f}" if p.bct_mean_s is not None else "failed: " + "; ".join(p.failed)
         ci = f"±{p.ci95_s:.3f}" if p.ci95_s is not None else "-"
         over = f"{p.ci_n} {'reps' if p.ci_over == 'repetitions' else 'steps'}" if p.ci_over else "-"
@@ -361,7 +377,7 @@ def markdown(rep: FigureReport) -> str:
     if not rep.claims:
         lines.append("- (no claim declared in the figure file)")
     if rep.paper:
-        lines += ["", f"Paper's stated numbers ({REFERENCE.relative_to(REPO)}): {json.dumps(rep.paper)}"]
+        lines += ["", f"Paper's stated numbers ({REFERENCE.parent.relative_to(REPO)}/): {json.dumps(rep.paper)}"]
     lines += ["", "## Fidelity", ""]
     for p in rep.points:
         lines.append(f"- {p.id}: {_faithful_word(p.faithful)} ({p.fidelity})" + (f"; {p.note}" if p.note else ""))
@@ -378,7 +394,7 @@ def write_report(
     quick: bool = False,
 ) -> list[ClaimResult]:
     """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
-    rows = collect(out, points, reps)
+    rows = collect(out, points, reps, fig.metric)
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     if wall_s is None and run:
         wall_s = run["wall_s"] - run.get("queued_s", 0.0)
@@ -386,6 +402,7 @@ def write_report(
     rep = FigureReport(
         figure=fig.figure,
         title=fig.title,
+        metric=fig.metric,
         quick=quick,
         repetitions=reps,
         job=fig.job,

@@ -40,7 +40,7 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     elif fig.scale:
         data["scale"] = fig.scale
     spec = parse_spec(data, f"{path} (figure {fig.figure}, point {point.id})")
-    load = offered_load_mbps(spec)
+    load = offered_load_mbps(spec, {**fig.job, **point.job}.get("scheme", "tf-ps"))
     note = ""
     if load > FIDELITY_BUDGET_MBPS:
         factor = load / FIDELITY_BUDGET_MBPS
@@ -53,20 +53,26 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     return spec, str(path), note
 
 
-def offered_load_mbps(spec: TopologySpec) -> float:
+def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
     """Rate the job can move at once through the datapath, weighted by switch hops (normalised to
-    the 3 hops the budget was measured over): the smaller of what the workers can send and what
-    the PSs' cables can take (push and pull alternate, so one direction at a time)."""
+    the 3 hops the budget was measured over). PS jobs: the smaller of what the workers can send and
+    what the PSs' cables can take (push and pull alternate, so one direction at a time); worker-
+    to-worker schemes (mesh, ring, rat, ...): every worker sending at its rate, over the average
+    path between workers (an upper bound: oversubscribed uplinks carry less)."""
     from controller.routing import compute_paths, path_nodes
     from controller.tc import initial_circuits
 
     net = build_network(spec)
-    pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
+    workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
+    if scheme in ("tf-ps", "ps"):
+        pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
+        rate = min(workers, sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name)))
+    else:
+        pairs = [(a.name, b.name) for a in net.workers() for b in net.workers() if a.name != b.name]
+        rate = workers
     paths = compute_paths(net, initial_circuits(net), pairs=pairs)
     hops = [sum(not net.nodes[n].is_host for n in path_nodes(net, paths[pr])) for pr in pairs if pr in paths]
-    workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
-    ps_side = sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name))
-    return min(workers, ps_side) * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
+    return rate * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
 
 
 def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
@@ -76,7 +82,11 @@ def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
         job.update(fig.quick.job)
         compress = fig.quick.compress or compress
     return ExperimentSpec(
-        name=f"{fig.figure}-{point.id}", topology=point.topology, compress=compress, job=JobSpec.model_validate(job)
+        name=f"{fig.figure}-{point.id}",
+        topology=point.topology,
+        compress=compress,
+        job=JobSpec.model_validate(job),
+        timeline=point.timeline,
     )
 
 

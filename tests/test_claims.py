@@ -62,7 +62,7 @@ def test_the_paper_numbers_come_from_the_reference_file_by_key():
     assert paper_number("figX.speedup", "C", REFERENCE) is None
     assert paper_value("fig13.speedup_vs_fattree_r1") == {"VGG-16": 1.89, "ResNet50": 1.92}
     assert paper_reference()["fig13"]["speedup_vs_fattree_r1"]["ResNet50"] == 1.92
-    with pytest.raises(KeyError, match=r"'figX.two' is not in psnet-paper.yaml \(keys under figX: speedup, one\)"):
+    with pytest.raises(KeyError, match=r"'figX.two' is not in reference/\*.yaml \(keys under figX: speedup, one\)"):
         paper_value("figX.two", REFERENCE)
 
 

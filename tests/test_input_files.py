@@ -185,3 +185,25 @@ def test_job_deadline_as_infinite_string_is_refused(tmp_path):
     topology(tmp_path)
     path = write(tmp_path / "exp.yaml", {"topology": "topo.yaml", "job": {**JOB, "deadline_s": "Infinity"}})
     assert one_line(load_experiment, path) == f"{path}: job.deadline_s: inf is not a finite number; give a finite value"
+
+
+# --- timelines and scheme jobs --------------------------------------------------------------
+
+
+def test_pause_senders_needs_a_scheme_job(tmp_path):
+    path = experiment(tmp_path, timeline=[{"at_s": 1, "action": "pause_senders", "k": 1, "every_s": 1}])
+    assert "pause_senders pauses hosts inside the scheme engine; it needs a scheme job" in one_line(
+        load_experiment, path
+    )
+
+
+def test_a_scheme_job_refuses_fail_ps_but_takes_network_events(tmp_path):
+    job = {**JOB, "scheme": "ring", "compute": "calibrated"}
+    path = experiment(tmp_path, job=job, timeline=[{"at_s": 1, "action": "fail_ps", "node": "ps1_1"}])
+    assert "a scheme job has no standby: fail the PS's cable (link_down) instead" in one_line(load_experiment, path)
+    events = [
+        {"at_step": 2, "action": "link_down", "link": ["ps1_1", "t1_1"]},
+        {"at_s": 0, "action": "pause_senders", "k": 2, "every_s": 0.5},
+    ]
+    exp, _, _ = load_experiment(experiment(tmp_path, job=job, timeline=events))
+    assert [e.action for e in exp.timeline] == ["link_down", "pause_senders"]

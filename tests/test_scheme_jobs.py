@@ -57,3 +57,63 @@ def test_every_scheme_trains_the_same_model(tmp_path: Path):
     assert len(set(ring)) > 1  # the model trains: the loss moves from step to step
     for scheme, loss in losses.items():
         assert loss == pytest.approx(ring, rel=1e-4), (scheme, loss, ring)
+
+
+def test_a_scheme_run_goes_on_across_a_cable_failure(tmp_path: Path):
+    """A leaf-spine uplink fails at step 2 and comes back at step 4 of a ring: the CNC moves the
+    flows to the other spine, every sum stays exact, both events are applied and costed."""
+    import csv
+
+    from workloads.runner import run_experiment
+
+    exp = _experiment(tmp_path, "ls-fail", "leafspine-rat.yaml", model="tiny", width=4.0, scheme="ring",
+                      compute="calibrated", compute_s=0.01, iterations=6, warmup=1, check=True)  # fmt: skip
+    _add(exp, timeline=[{"at_step": 2, "action": "link_down", "link": ["l0", "s1"]},
+                        {"at_step": 4, "action": "link_up", "link": ["l0", "s1"]}])  # fmt: skip
+    res = run_experiment(exp, results=tmp_path / "results", progress=False)
+    s = res.summary
+    assert s["sum_problems"] == [] and s["gst_s"]["n"] == 6
+    assert [e["action"] for e in s["timeline"]["events"]] == ["link_down", "link_up"]
+    assert s["timeline"]["not_applied"] == []
+    rows = list(csv.DictReader((res.out_dir / "events.csv").open()))
+    assert [r["action"] for r in rows] == ["link_down", "link_up"] and (res.out_dir / "timeline.png").exists()
+
+
+def test_a_scheme_run_cut_off_ends_with_a_clear_message(tmp_path: Path):
+    """A host's only cable fails for good: the run does not hang; it ends at its deadline saying
+    which host was still running and where it was."""
+    from workloads.procs import RunError
+    from workloads.runner import run_experiment
+
+    exp = _experiment(tmp_path, "ls-cut", "leafspine-rat.yaml", model="tiny", width=4.0, scheme="ring",
+                      compute="calibrated", compute_s=0.01, iterations=50, warmup=1, deadline_s=25)  # fmt: skip
+    _add(exp, timeline=[{"at_step": 2, "action": "link_down", "link": ["h0_2", "l0"]}])
+    with pytest.raises(RunError) as err:
+        run_experiment(exp, results=tmp_path / "results", progress=False)
+    msg = str(err.value)
+    assert "still running after 25 s" in msg and "its last iteration:" in msg, msg
+
+
+def test_paused_senders_are_drawn_and_costed(tmp_path: Path):
+    """RAT's paused hosts in a scheme job: the draws are seeded, each host's engine holds its sends
+    in its windows, the sums stay exact and every re-draw is an event of the timeline."""
+    from workloads.runner import run_experiment
+
+    exp = _experiment(tmp_path, "ls-pause", "leafspine-2rack.yaml", model="tiny", width=4.0, scheme="ring",
+                      compute="calibrated", compute_s=0.01, iterations=4, warmup=1, check=True)  # fmt: skip
+    _add(exp, timeline=[{"at_s": 0, "action": "pause_senders", "k": 2, "every_s": 0.5, "seed": 3}])
+    s = run_experiment(exp, results=tmp_path / "results", progress=False).summary
+    assert s["sum_problems"] == []
+    events = s["timeline"]["events"]
+    assert events and all(e["action"] == "pause_senders" and len(e["target"].split(",")) == 2 for e in events[:1])
+    windows = s["timeline"]["pauses"]
+    assert all(b - a == pytest.approx(0.5) for w in windows.values() for a, b in w)
+    # k = 2 of 8 hosts in every 0.5 s draw: GST is at least one paused window for a ring
+    assert s["gst_s"]["mean"] > 0.25, s["gst_s"]
+
+
+def _add(path: Path, **fields) -> None:
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, **fields}))

@@ -32,6 +32,8 @@ CANDIDATES = {"links": LINKS, "switches": SWITCHES}
         ({"action": "fail_ps", "node": "ps1_1"}, "ps1_1"),
         ({"action": "set_rate", "link": ["ps1_1", "t1_1"], "mbps": 50}, "ps1_1-t1_1 @ 50 Mbit/s"),
         ({"action": "reconfigure", "worker": "w1_1_1", "tor": "t1_3", "dark_ms": 2.5}, "w1_1_1->t1_3"),
+        ({"action": "pause_senders", "k": 2, "every_s": 1}, "k=2 every 1 s"),
+        ({"action": "pause_senders", "k": 1, "every_s": 0.5, "for_s": 20, "seed": 4}, "k=1 every 0.5 s for 20 s"),
     ],
 )
 def test_each_action_accepts_its_form(fields, target):
@@ -53,6 +55,8 @@ def test_at_step_is_an_alternative_to_at_s():
         ({"action": "fail_switch"}, "node"),
         ({"action": "reconfigure", "worker": "w1_1_1"}, "tor"),
         ({"action": "reconfigure", "tor": "t1_3"}, "worker"),
+        ({"action": "pause_senders", "k": 2}, "every_s"),
+        ({"action": "pause_senders", "every_s": 1}, "k"),
     ],
 )
 def test_missing_field_is_named(fields, field):
@@ -310,3 +314,12 @@ def test_outputs_without_events(tmp_path):
         "t_s,action,target,took_ms,detail,baseline_s,resume_s,recovery_s,slow_steps,extra_s,after_ratio,steps_lost"
     ]
     assert plot(tmp_path / "out", {}, [], 0.0, "empty").stat().st_size > 0
+
+
+def test_pause_senders_takes_no_network_target_and_needs_a_time():
+    with pytest.raises(ValidationError, match="link: pause_senders does not take link"):
+        TimelineEvent.model_validate({"at_s": 1, "action": "pause_senders", "k": 1, "every_s": 1, "link": ["a", "b"]})
+    with pytest.raises(ValidationError, match="for_s: link_down does not take for_s"):
+        TimelineEvent.model_validate({"at_s": 1, "action": "link_down", "link": ["a", "b"], "for_s": 3})
+    with pytest.raises(ValidationError, match="pause_senders draws its pauses from a time; give at_s"):
+        TimelineEvent.model_validate({"at_step": 2, "action": "pause_senders", "k": 1, "every_s": 1})

@@ -23,7 +23,8 @@ Several jobs share one topology with `jobs:` instead of `job:`, each naming its 
 
 `timeline:` and `random_failures:` (workloads.timeline) apply events while the job runs; a PS
 that fails is replaced by a standby PS of the topology (`standby_ps`), the job restarting from
-its last checkpoint (`checkpoint_every`).
+its last checkpoint (`checkpoint_every`). Scheme jobs take the same events but fail_ps (no
+standby there), plus `pause_senders` (RAT's paused hosts, held inside the engine).
 """
 
 from __future__ import annotations
@@ -123,9 +124,16 @@ class ExperimentSpec(BaseModel):
         schemes = {j.scheme for j in self.all_jobs if j.scheme != "tf-ps"}
         if schemes and (self.jobs is not None and len(self.jobs) > 1):
             raise ValueError("jobs: a scheme job (scheme: ...) runs alone for now; give one job")
-        if schemes and (self.timeline or self.random_failures):
+        actions = {e.action for e in self.timeline}
+        if schemes and "fail_ps" in actions:
             raise ValueError(
-                "timeline: scheme jobs take no timeline events yet (the PS job does); remove them or use scheme: tf-ps"
+                "timeline: fail_ps restarts a TF PS job on a standby PS; a scheme job has no standby: "
+                "fail the PS's cable (link_down) instead"
+            )
+        if not schemes and "pause_senders" in actions:
+            raise ValueError(
+                "timeline: pause_senders pauses hosts inside the scheme engine; it needs a scheme job "
+                "(job.scheme: ring, rat, ...); for tf-ps use link_down"
             )
         if self.jobs is not None:
             names = [j.name for j in self.jobs]

@@ -12,7 +12,13 @@ seeded so that a run can be repeated):
       - {at_s: 40, action: link_up, link: [ps1_1, t1_1]}
       - {at_step: 30, action: set_rate, link: [t1_1, s1], mbps: 50}
       - {at_s: 60, action: reconfigure, worker: w1_1_1, tor: t1_3, dark_ms: 5}
+      - {at_s: 5, action: pause_senders, k: 2, every_s: 1, for_s: 30, seed: 3}   # scheme jobs
     random_failures: {k: 2, every_s: 15, count: 3, what: links, seed: 7}
+
+`pause_senders` is RAT's failure model (its Fig. 7): from at_s, k hosts drawn at random send
+nothing for every_s seconds, then k others are drawn, until for_s has passed (default: the end of
+the run). The scheme engine holds the hosts' sends itself (workloads.schemes.pauses), so only
+scheme jobs take it; the network-level variant is link_down.
 
 This module holds the schema and the expansion of random failures into concrete events;
 workloads.recovery measures what each applied event cost the job, workloads.timeline_out writes
@@ -30,7 +36,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from topologies.schema import InputError
 
-Action = Literal["link_down", "link_up", "fail_switch", "repair_switch", "fail_ps", "set_rate", "reconfigure"]
+Action = Literal[
+    "link_down", "link_up", "fail_switch", "repair_switch", "fail_ps", "set_rate", "reconfigure", "pause_senders"
+]
 
 #: The fields each action needs (all others but dark_ms must be absent).
 _NEEDS: dict[str, tuple[str, ...]] = {
@@ -41,7 +49,10 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "repair_switch": ("node",),
     "fail_ps": ("node",),
     "reconfigure": ("worker", "tor"),
+    "pause_senders": ("k", "every_s"),
 }
+#: Fields an action may take but does not need.
+_OPTIONAL: dict[str, tuple[str, ...]] = {"pause_senders": ("for_s", "seed")}
 #: How each target field is written in a file, for the error messages.
 _FORMS: dict[str, str] = {
     "link": "link: [a, b] (the two node names of the cable)",
@@ -49,6 +60,10 @@ _FORMS: dict[str, str] = {
     "node": "node: NAME",
     "worker": "worker: NAME (the worker to move)",
     "tor": "tor: NAME (the ToR it moves to)",
+    "k": "k: N (hosts paused at once)",
+    "every_s": "every_s: D (seconds each draw lasts; then k others are drawn)",
+    "for_s": "for_s: SECONDS (how long the draws go on)",
+    "seed": "seed: N (the draws' seed)",
 }
 #: Actions whose effect on PSNet goes through an ECS circuit, so a dark period applies.
 _DARK_OK = frozenset({"reconfigure", "link_down", "link_up", "fail_switch", "repair_switch"})
@@ -73,6 +88,10 @@ class TimelineEvent(BaseModel):
     worker: str | None = Field(default=None, description="reconfigure: the worker moved to `tor`")
     tor: str | None = None
     dark_ms: float | None = Field(default=None, ge=0, description="ECS dark period override (PSNet)")
+    k: int | None = Field(default=None, ge=1, description="pause_senders: hosts paused at once")
+    every_s: float | None = Field(default=None, gt=0, description="pause_senders: d, seconds per draw")
+    for_s: float | None = Field(default=None, gt=0, description="pause_senders: how long (default: to the end)")
+    seed: int | None = Field(default=None, description="pause_senders: seed of the draws (default 1)")
 
     @model_validator(mode="after")
     def _check(self) -> TimelineEvent:
@@ -82,7 +101,7 @@ class TimelineEvent(BaseModel):
             if getattr(self, name) is None:
                 raise ValueError(f"{name}: {self.action} needs {_FORMS[name]}; add it")
         for name in _FORMS:
-            if name not in needs and getattr(self, name) is not None:
+            if name not in needs + _OPTIONAL.get(self.action, ()) and getattr(self, name) is not None:
                 takes = ", ".join(needs)
                 raise ValueError(f"{name}: {self.action} does not take {name}; remove it ({self.action} takes {takes})")
         if self.dark_ms is not None and self.action not in _DARK_OK:
@@ -90,6 +109,8 @@ class TimelineEvent(BaseModel):
                 f"dark_ms: {self.action} has no ECS dark period; remove dark_ms "
                 f"(it applies to {', '.join(sorted(_DARK_OK))})"
             )
+        if self.action == "pause_senders" and self.at_s is None:
+            raise ValueError("at_step: pause_senders draws its pauses from a time; give at_s instead")
         if self.link is not None and self.link[0] == self.link[1]:
             raise ValueError(f"link: both ends are {self.link[0]}; give the two different nodes of the cable")
         return self
@@ -98,6 +119,8 @@ class TimelineEvent(BaseModel):
         """Human label of what the event acts on: "ps1_1-t1_1", "t1_2", "w1_1_1->t1_3", "a-b @ 50 Mbit/s"."""
         if self.action == "reconfigure":
             return f"{self.worker}->{self.tor}"
+        if self.action == "pause_senders":
+            return f"k={self.k} every {self.every_s:g} s" + (f" for {self.for_s:g} s" if self.for_s else "")
         if self.link is not None:
             label = f"{self.link[0]}-{self.link[1]}"
             return f"{label} @ {self.mbps:g} Mbit/s" if self.mbps is not None else label

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ def run_in_testbed(
     run_dir: Path,
     timeout_s: float = 600.0,
     per_host: dict[str, dict[str, Any]] | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> SchemeRun:
     """The scheme's processes, one per host, listening on each host's emulated address."""
     run_dir.mkdir(parents=True, exist_ok=True)
     addresses = {h: tb.model.nodes[h].ip for h in hosts}
-    return run_scheme(cfg, hosts, addresses, run_dir, testbed_starter(tb, run_dir), timeout_s, per_host)
+    return run_scheme(cfg, hosts, addresses, run_dir, testbed_starter(tb, run_dir), timeout_s, per_host, on_tick)

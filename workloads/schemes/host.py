@@ -15,8 +15,12 @@ Writes `<run_dir>/<host>.jsonl`: one line per measured iteration (compute, synch
 apply seconds, payload bytes sent/received, loss in tf mode), then a `done` line. With `check`,
 each iteration's input gradient and result go to `<run_dir>/check/` for `verify_sums`.
 
-Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows, drawn by
-the runner from its seed; inside one, this host's sends wait for the window's end.
+Writes a `ready` line first (connected to every peer), and per row the wall-clock start and end
+of the iteration, so the runner can follow the run (t0, steps) while it goes.
+
+Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows in seconds
+after t0, the start of the first measured iteration (drawn by the runner from its seed); inside
+one, this host's sends wait for the window's end.
 """
 
 from __future__ import annotations
@@ -109,7 +113,8 @@ async def run(cfg: dict[str, Any]) -> None:
         both_ways=cfg.get("both_ways", False),
     )
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
-    engine = HostEngine(name, sched, addresses, [tuple(p) for p in cfg.get("pauses", [])])
+    engine = HostEngine(name, sched, addresses)
+    pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
     is_worker = name in sched.workers
     compute = Compute(cfg, sched.n_elems, sched.workers.index(name)) if is_worker else None
     out_dir = Path(cfg["run_dir"])
@@ -118,11 +123,14 @@ async def run(cfg: dict[str, Any]) -> None:
         check_dir.mkdir(parents=True, exist_ok=True)
     await engine.listen()
     await engine.connect()
-    if cfg.get("start_at"):  # a common start, so planned pause windows fall where intended
-        await asyncio.sleep(max(0.0, cfg["start_at"] - time.time()))
     total = cfg["warmup"] + cfg["iterations"]
     with (out_dir / f"{name}.jsonl").open("w") as log:
+        log.write(json.dumps({"ready": True, "host": name, "t": time.time()}) + "\n")
+        log.flush()
         for it in range(total):
+            started = time.time()
+            if it == cfg["warmup"]:  # t0: the pause windows start counting here
+                engine.pauses = sorted((started + a, started + b) for a, b in pauses)
             t0 = time.monotonic()
             buf = compute.gradient(it) if compute else np.zeros(sched.n_elems, dtype=np.float32)
             if cfg.get("check") and compute:
@@ -146,6 +154,7 @@ async def run(cfg: dict[str, Any]) -> None:
                 "sent_bytes": counters.sent,
                 "received_bytes": counters.received,
                 "loss": compute.loss if compute else None,
+                "started": started,
                 "ended": time.time(),
             }
             log.write(json.dumps(row) + "\n")

@@ -8,7 +8,8 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
   rate), HiPS Table 3's GST where the topology and scheme have one (`gst_formula_s`), bytes per
   host, cross-region bytes per level, the dependency-chain length, the fidelity verdict, and,
   with `check`, the sums verified;
-- manifest.json: the experiment, topology, sizes and seeds.
+- manifest.json: the experiment, topology, sizes and seeds;
+- with a timeline: timeline.csv, events.csv, timeline.png (workloads.schemes.timeline_run).
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ from __future__ import annotations
 import csv
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emulation.fidelity import Monitor
 from emulation.net import Testbed
 from topologies.build import build_network
+from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+from workloads.inject import Unrecoverable
 from workloads.predict import choose_width
 from workloads.procs import RunError
 from workloads.schemes import compile_scheme
@@ -32,7 +36,15 @@ from workloads.schemes.emulated import run_in_testbed
 from workloads.schemes.gst import formula_s
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 from workloads.schemes.host import verify_sums
-from workloads.schemes.schedule import ELEM_BYTES, ScheduleError, chain_length, cross_region_bytes, host_bytes
+from workloads.schemes.schedule import (
+    ELEM_BYTES,
+    Schedule,
+    ScheduleError,
+    chain_length,
+    cross_region_bytes,
+    host_bytes,
+)
+from workloads.schemes.timeline_run import SchemeTimeline
 from workloads.stats import describe
 
 LOG = logging.getLogger(__name__)
@@ -47,13 +59,26 @@ def calibrated_compute_s(job: JobSpec, width: float) -> float:
     return job.batch_size / cal.p_w_samples_per_s
 
 
-def run_scheme_job(
-    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
-) -> dict[str, Any]:
-    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
-    job = exp.main
-    net = build_network(topo, topo_source)
-    where = source or exp.name
+@dataclass
+class Prepared:
+    """A scheme job ready to run on its network: hosts, sizes, schedule and the engine's config."""
+
+    net: Network
+    workers: list[str]
+    servers: list[str]
+    width: float
+    model_bytes: float
+    sched: Schedule
+    cfg: dict[str, Any]
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.workers + self.servers
+
+
+def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
+    """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
+    the schedule and write the engine's config; ExperimentError names what does not fit."""
     digits = net.family.address_digits(net)
     everyone = job.scheme in HIPS_VARIANTS  # HiPS syncs every server of the address grid
     workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
@@ -67,7 +92,7 @@ def run_scheme_job(
         raise ExperimentError(f"{where}: job.scheme: ps needs PS hosts; give job.ps or use a topology with PSs")
     if len(workers) < 2 and job.scheme != "ps":
         raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least two workers")
-    width, model_bytes = choose_width(job, topo.scale * exp.compress)
+    width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
     regions = net.family.regions(net)
     hips_args = {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
@@ -102,6 +127,20 @@ def run_scheme_job(
         "both_ways": both_ways,
         **hips_args,
     }
+    return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
+
+
+def run_scheme_job(
+    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+) -> dict[str, Any]:
+    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    job = exp.main
+    net = build_network(topo, topo_source)
+    where = source or exp.name
+    prep = prepare(job, net, topo.scale * exp.compress, where)
+    workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
+    width, model_bytes = prep.width, prep.model_bytes
+    regions = net.family.regions(net)
     out.mkdir(parents=True, exist_ok=True)
     manifest = {
         "experiment": source or exp.name,
@@ -114,16 +153,21 @@ def run_scheme_job(
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
     hosts = workers + servers
+    timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
     error = ""
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
+        timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         try:
-            run = run_in_testbed(tb, cfg, hosts, out / "engine", timeout_s=job.deadline_s)
-        except RuntimeError as err:
+            run = run_in_testbed(
+                tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=timeline.tick
+            )
+        except (RuntimeError, Unrecoverable) as err:
             error = str(err)
             run = None
         finally:
             verdict = monitor.stop()
+            timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
     with (out / "iterations.csv").open("w", newline="") as f:
@@ -137,7 +181,9 @@ def run_scheme_job(
             t = r["compute_s"] + r["sync_s"] + r["apply_s"]
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
     problems = verify_sums(out / "engine", workers) if job.check else []
+    expected = expected_sync_s(net, sched)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
+    both_ways = net.family.rings_both_ways
     gst_formula_s = formula_s(
         cfg["digits"], both_ways, job.scheme, job.hips_stages, job.hips_parallel, model_bytes, nic_mbps
     )
@@ -146,7 +192,7 @@ def run_scheme_job(
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,
-        "compute_s_per_step": compute_s,
+        "compute_s_per_step": cfg["compute_s"],
         "model": job.model,
         "workers": len(workers),
         "ps": len(servers),
@@ -158,7 +204,8 @@ def run_scheme_job(
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
         "bct_s": describe(list(by_it.values())),
-        "expected_sync_s": expected_sync_s(net, sched),
+        "expected_sync_s": expected,
+        "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
         "gst_formula_s": gst_formula_s,
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
         "cross_region_bytes": cross_region_bytes(sched, regions),
@@ -168,6 +215,8 @@ def run_scheme_job(
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
     }
+    if timeline.active:
+        summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if problems:
         raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")

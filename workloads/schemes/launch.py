@@ -7,6 +7,7 @@ loopback (tests of the engine itself) and inside Mininet hosts (`Testbed.host(h)
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import subprocess
 import sys
@@ -66,15 +67,18 @@ def run_scheme(
     start: Starter,
     timeout_s: float = 600.0,
     per_host: dict[str, dict[str, Any]] | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> SchemeRun:
     """Write one config per host, start every process, wait, and read their rows.
 
     `cfg` holds the scheme, workers, servers, regions, n_elems, mode and iteration counts;
     `addresses` maps each host to the address it listens on (its emulated IP in Mininet);
-    `per_host` adds host-specific fields (e.g. its pause windows).
+    `per_host` adds host-specific fields (e.g. its pause windows); `on_tick` is called about
+    every 0.1 s while the processes run (the job's timeline follows them through it; an
+    exception it raises stops the run).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    ports = {h: BASE_PORT + i for i, h in enumerate(hosts)}
+    ports = dict(zip(hosts, _ports(hosts, addresses), strict=True))
     table = {h: [addresses[h], ports[h]] for h in hosts}
     procs: dict[str, subprocess.Popen] = {}
     try:
@@ -87,15 +91,25 @@ def run_scheme(
             )
             procs[h] = start(h, [sys.executable, "-m", "workloads.schemes.host", str(path)])
         deadline = time.monotonic() + timeout_s
-        for h, p in procs.items():
-            left = max(0.1, deadline - time.monotonic())
-            try:
-                code = p.wait(timeout=left)
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"scheme {cfg['scheme']}: {h} still running after {timeout_s:g} s") from None
-            if code != 0:
-                tail = _tail(run_dir / f"{h}.log")
-                raise RuntimeError(f"scheme {cfg['scheme']}: {h} exited {code}: {tail}")
+        running = dict(procs)
+        while running:
+            for h, p in list(running.items()):
+                code = p.poll()
+                if code is None:
+                    continue
+                del running[h]
+                if code != 0:
+                    tail = _tail(run_dir / f"{h}.log")
+                    raise RuntimeError(f"scheme {cfg['scheme']}: {h} exited {code}: {tail}")
+            if time.monotonic() > deadline:
+                h = next(iter(running))
+                raise RuntimeError(
+                    f"scheme {cfg['scheme']}: {h} still running after {timeout_s:g} s; "
+                    f"its last iteration: {_last_row(run_dir / f'{h}.jsonl')}"
+                )
+            if on_tick is not None:
+                on_tick()
+            time.sleep(0.1)
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -103,11 +117,71 @@ def run_scheme(
                 p.wait()
     rows = []
     for h in hosts:
-        for line in (run_dir / f"{h}.jsonl").read_text().splitlines():
-            r = json.loads(line)
+        for r in read_rows(run_dir / f"{h}.jsonl"):
             if "iteration" in r and not r["warmup"]:
                 rows.append(r)
     return SchemeRun(run_dir, rows)
+
+
+def _ports(hosts: Sequence[str], addresses: dict[str, str]) -> list[int]:
+    """One port per host: BASE_PORT + i inside Mininet hosts (each has its own namespace); on a
+    shared address (loopback tests and benchmarks) ports the kernel has free now, so two runs on
+    one machine do not collide."""
+    if len({addresses[h] for h in hosts}) == len(hosts):
+        return [BASE_PORT + i for i in range(len(hosts))]
+    socks = [socket.socket() for _ in hosts]
+    try:
+        for s in socks:
+            s.bind((addresses[hosts[0]], 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The complete JSON lines a host has written so far (a line being written is skipped)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            break
+    return out
+
+
+class Follower:
+    """Follows one host's lines while it runs: t0 (start of its first measured iteration) and the
+    iterations it completed (warm-up included), which the timeline's at_s and at_step count from."""
+
+    def __init__(self, path: Path, warmup: int) -> None:
+        self.path = path
+        self.warmup = warmup
+        self.t0: float | None = None
+        self.step = 0
+
+    def poll(self) -> None:
+        lines = read_rows(self.path)
+        rows = [r for r in lines if "iteration" in r]
+        self.step = len(rows)
+        if self.t0 is not None:
+            return
+        if self.warmup == 0 and lines:  # the ready line: iteration 0 starts right after it
+            self.t0 = float(lines[0]["t"])
+        elif 0 < self.warmup <= len(rows):  # the last warm-up iteration's end: the next one's start
+            self.t0 = float(rows[self.warmup - 1]["ended"])
+
+
+def _last_row(path: Path) -> str:
+    rows = [r for r in read_rows(path) if "iteration" in r]
+    if not rows:
+        return "none (still connecting: " + ("ready" if read_rows(path) else "not ready") + ")"
+    r = rows[-1]
+    return f"{r['iteration']} ended at sync {r['sync_s']:.2f} s"
 
 
 def _tail(path: Path, lines: int = 3) -> str:

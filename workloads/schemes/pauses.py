@@ -2,6 +2,8 @@
 
 The runner draws the plan once from its seed and hands each host its own windows, so every host
 pauses exactly as planned (the engine holds its sends inside a window) and a run can be repeated.
+Times are whatever origin the caller chooses; scheme jobs use seconds after t0 (the start of the
+first measured iteration), which each host turns into its own clock when it gets there.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 def pause_plan(
     hosts: Sequence[str], k: int, d_s: float, seed: int, start: float, duration_s: float
 ) -> dict[str, list[tuple[float, float]]]:
-    """Per host, the wall-clock windows (start, end) in which it sends nothing."""
+    """Per host, the windows (start, end) in which it sends nothing (same origin as `start`)."""
     if not 0 < k < len(hosts):
         raise ValueError(
             f"paused senders: k = {k} must be between 1 and {len(hosts) - 1} (there are {len(hosts)} hosts)"

@@ -1,0 +1,295 @@
+"""Scheme benchmark: how close the engine's synchronisations come to what their schedules allow,
+what the engine costs, how it compares with Open MPI's own allreduce, and the largest faithful run.
+
+    scripts/bench_schemes.sh [--quick] [--only expected|overhead|mpi|largest ...]
+
+1. expected: per topology and scheme, measured GST (slowest worker's synchronisation per
+   iteration) beside the schedule's own expectation, the bytes on the busiest cable over its rate
+   (workloads.schemes.count): a perfectly pipelined run meets it, TCP and the engine add the rest.
+2. overhead: the engine on loopback (no shaping, no Mininet): payload rate per host and CPU
+   seconds per GB moved, i.e. what the engine itself costs on this machine's cores.
+3. mpi: our ring and halving-doubling beside Open MPI's ring (tuned algorithm 4) and
+   Rabenseifner's (6) on the same emulated hosts, same bytes, at three link rates.
+4. largest: 64 hosts (leaf-spine 4 leaves x 16 hosts) in calibrated mode, ring and RAT, with the
+   fidelity verdict: how far one machine carries a scheme run.
+Writes results/bench/schemes.json and schemes.md; prints the tables. No timed asserts: targets
+(ours within 10% of Open MPI; >= 64 hosts faithful) are printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import TOP, fmt, md_table, meta, setup_logging
+
+LOG = logging.getLogger("bench.schemes")
+SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat")
+#: topology file -> compress: the gradient is ResNet50's (97.5 MiB) / (scale x compress)
+EXPECTED_TOPOLOGIES = {"leafspine-rat.yaml": 2.0, "leafspine-2rack.yaml": 2.0, "fattree-testbed.yaml": 4.0}
+MPI_TOPOLOGY = "leafspine-2rack.yaml"
+MPI_ELEMS = 900_000  # 3.6 MB: a ring moves 2 (W-1)/W of it per host, ~1 s at 50 Mbit/s
+LARGEST = {"spines": 2, "leaves": 4, "hosts_per_leaf": 16, "oversubscription": 1, "worker_mbps": 1000, "scale": 250}
+LARGEST_BYTES = 500_000  # emulated gradient bytes of the 64-host run (4 Mbit/s links)
+
+
+def _job(scheme: str, iterations: int, **over):
+    from workloads.experiment import JobSpec
+
+    fields = {"model": "resnet50", "scheme": scheme, "compute": "calibrated", "compute_s": 0.0}
+    return JobSpec(**{**fields, "iterations": iterations, "warmup": 1, **over})
+
+
+def _scheme_run(tb, net, job, scale: float, run_dir: Path) -> dict:
+    """One scheme on a live testbed with a fidelity monitor: GST, expectation, verdict."""
+    from emulation.fidelity import Monitor
+    from workloads.schemes.count import expected_sync_s
+    from workloads.schemes.emulated import run_in_testbed
+    from workloads.schemes.job import prepare
+    from workloads.stats import describe
+
+    prep = prepare(job, net, scale, f"bench {job.scheme}")
+    monitor = Monitor(net).start()
+    try:
+        run = run_in_testbed(tb, prep.cfg, prep.hosts, run_dir, timeout_s=job.deadline_s)
+    finally:
+        verdict = monitor.stop()
+    gst = describe([i["sync_s"] for i in run.iterations()])
+    expected = expected_sync_s(net, prep.sched)
+    return {
+        "scheme": job.scheme,
+        "hosts": len(prep.hosts),
+        "bytes": prep.model_bytes,
+        "gst": gst,
+        "expected_s": expected,
+        "ratio": gst["mean"] / expected if expected else None,
+        "faithful": verdict.faithful,
+        "fidelity": verdict.reason,
+    }
+
+
+def expected_figure(files: dict[str, float], schemes: tuple[str, ...], iterations: int, tmp: Path) -> list[dict]:
+    from emulation.net import Testbed
+    from topologies.build import build_network
+    from topologies.schema import load_spec
+
+    rows = []
+    for name, compress in files.items():
+        spec = load_spec(TOP / "topologies" / name)
+        net = build_network(spec)
+        todo = [s for s in schemes if s != "ps" or net.pss()]
+        LOG.info("%s: %s", name, ", ".join(todo))
+        with Testbed(net) as tb:
+            for scheme in todo:
+                r = _scheme_run(tb, net, _job(scheme, iterations), spec.scale * compress, tmp / name / scheme)
+                rows.append({"topology": name, **r})
+                LOG.info("%s %s: GST %.3f s, expected %.3f s", name, scheme, r["gst"]["mean"], r["expected_s"])
+    return rows
+
+
+def overhead_figure(sizes: list[int], n_elems: int, iterations: int, tmp: Path) -> list[dict]:
+    """The engine alone on loopback: sync time, payload MB/s per host, CPU s per GB moved."""
+    from workloads.schemes import compile_scheme
+    from workloads.schemes.launch import local_starter, run_scheme
+    from workloads.schemes.schedule import host_bytes
+
+    rows = []
+    for w in sizes:
+        workers = [f"w{i}" for i in range(w)]
+        regions = {h: (f"r{i % 2}",) for i, h in enumerate(workers)}
+        for scheme in ("mesh", "ring", "rat"):
+            cfg = {
+                "scheme": scheme, "workers": workers, "servers": [], "regions": regions, "n_elems": n_elems,
+                "mode": "calibrated", "compute_s": 0.0, "model": "tiny", "width": 1.0, "batch_size": 1,
+                "lr": 0.01, "seed": 1, "warmup": 1, "iterations": iterations, "check": False,
+            }  # fmt: skip
+            d = tmp / f"loop-{w}-{scheme}"
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            run = run_scheme(cfg, workers, dict.fromkeys(workers, "127.0.0.1"), d, local_starter(d), 300)
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            sched = compile_scheme(scheme, workers, n_elems, regions=regions)
+            sent = sum(s for s, _ in host_bytes(sched).values())
+            moved = sent * (iterations + 1)
+            sync = run.mean_sync_s()
+            rows.append(
+                {
+                    "workers": w,
+                    "scheme": scheme,
+                    "gst_s": sync,
+                    "per_host_mbytes_s": sent / w / sync / 1e6,
+                    "cpu_s_per_gb": cpu / (moved / 1e9),
+                    "wall_s": wall,
+                }
+            )
+            LOG.info("loopback W=%d %s: %.3f s per sync", w, scheme, sync)
+    return rows
+
+
+def mpi_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
+    """Ours and Open MPI's on the same hosts and bytes, at each emulated worker rate."""
+    from emulation.net import Testbed
+    from topologies.build import build_network
+    from topologies.schema import load_spec, parse_spec
+    from workloads.schemes.mpi import MpiError, run_mpi_allreduce
+    from workloads.stats import describe
+
+    base = load_spec(TOP / "topologies" / MPI_TOPOLOGY)
+    rows = []
+    for rate in rates:
+        spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / rate}, MPI_TOPOLOGY)
+        net = build_network(spec)
+        hosts = [h.name for h in net.workers()]
+        with Testbed(net) as tb:
+            for scheme, algo in (("ring", "ring"), ("halving-doubling", "halving-doubling")):
+                job = _job(scheme, iterations, model="tiny", model_bytes=MPI_ELEMS * 4 * spec.scale)
+                ours = _scheme_run(tb, net, job, spec.scale, tmp / f"mpi-{rate:g}" / scheme)
+                try:
+                    res = run_mpi_allreduce(tb, hosts, MPI_ELEMS, algo, tmp / f"mpi-{rate:g}" / f"ompi-{algo}",
+                                            warmup=1, iterations=iterations)  # fmt: skip
+                    theirs = describe(res["times_s"])["mean"] if res["sum_ok"] else None
+                    err = "" if res["sum_ok"] else "Open MPI's sum was wrong"
+                except MpiError as e:
+                    theirs, err = None, str(e)
+                rows.append(
+                    {
+                        "mbps": rate,
+                        "scheme": scheme,
+                        "ours_s": ours["gst"]["mean"],
+                        "ompi_s": theirs,
+                        "ours_over_ompi": ours["gst"]["mean"] / theirs if theirs else None,
+                        "expected_s": ours["expected_s"],
+                        "faithful": ours["faithful"],
+                        "error": err,
+                    }
+                )
+                LOG.info("%g Mbit/s %s: ours %.3f s, Open MPI %s s", rate, scheme, ours["gst"]["mean"], fmt(theirs))
+    return rows
+
+
+def largest_figure(iterations: int, tmp: Path) -> list[dict]:
+    """64 hosts, calibrated: bring-up time, ring and RAT GST against expectation, the verdict."""
+    from emulation.net import Testbed
+    from topologies.build import build_network
+    from topologies.schema import load_spec, parse_spec
+
+    base = load_spec(TOP / "topologies" / "leafspine-rat.yaml").model_dump()
+    spec = parse_spec({**base, **LARGEST, "name": "leafspine-64"}, "leafspine 4 x 16")
+    net = build_network(spec)
+    rows = []
+    t0 = time.perf_counter()
+    with Testbed(net) as tb:
+        up = time.perf_counter() - t0
+        LOG.info("64 hosts up in %.1f s", up)
+        for scheme in ("ring", "rat"):
+            job = _job(scheme, iterations, model="tiny", model_bytes=LARGEST_BYTES * spec.scale, deadline_s=900)
+            r = _scheme_run(tb, net, job, spec.scale, tmp / "largest" / scheme)
+            rows.append({"topology": "leaf-spine 4 leaves x 16 hosts, 2 spines", "bringup_s": up, **r})
+            LOG.info("64 hosts %s: GST %.2f s (expected %.2f), %s", scheme, r["gst"]["mean"], r["expected_s"],
+                     "faithful" if r["faithful"] else "NOT faithful")  # fmt: skip
+    return rows
+
+
+def format_tables(res: dict) -> str:
+    parts = []
+    if "expected" in res:
+        rows = [
+            [r["topology"], r["scheme"], str(r["hosts"]), f"{r['bytes'] / 1e6:.2f}", fmt(r["expected_s"], ".3f"),
+             f"{r['gst']['mean']:.3f} ± {fmt(r['gst'].get('ci95'), '.3f')}", fmt(r["ratio"]),
+             "yes" if r["faithful"] else f"no: {r['fidelity']}"]
+            for r in res["expected"]
+        ]  # fmt: skip
+        head = ["topology", "scheme", "hosts", "gradient (MB)", "expected (s)", "GST (s, 95% CI)", "GST/expected",
+                "faithful"]  # fmt: skip
+        parts.append("### 1. Measured GST against the schedule's expectation\n\n" + md_table(head, rows))
+    if "overhead" in res:
+        rows = [
+            [str(r["workers"]), r["scheme"], fmt(r["gst_s"], ".3f"), fmt(r["per_host_mbytes_s"], ".0f"),
+             fmt(r["cpu_s_per_gb"], ".1f")]
+            for r in res["overhead"]
+        ]  # fmt: skip
+        head = ["workers", "scheme", "GST (s)", "payload per host (MB/s)", "CPU s per GB moved"]
+        parts.append("### 2. Engine overhead on loopback (no shaping)\n\n" + md_table(head, rows))
+    if "mpi" in res:
+        rows = [
+            [fmt(r["mbps"], "g"), r["scheme"], fmt(r["expected_s"], ".3f"), fmt(r["ours_s"], ".3f"),
+             fmt(r["ompi_s"], ".3f"), fmt(r["ours_over_ompi"]), "yes" if r["faithful"] else "no",
+             r["error"] or "-"]
+            for r in res["mpi"]
+        ]  # fmt: skip
+        head = ["Mbit/s", "scheme", "expected (s)", "ours (s)", "Open MPI (s)", "ours / Open MPI (target <= 1.10)",
+                "faithful", "error"]  # fmt: skip
+        parts.append("### 3. Ours against Open MPI's allreduce (same hosts, same bytes)\n\n" + md_table(head, rows))
+    if "largest" in res:
+        rows = [
+            [r["topology"], str(r["hosts"]), r["scheme"], fmt(r["bringup_s"], ".0f"), fmt(r["expected_s"]),
+             f"{r['gst']['mean']:.2f}", fmt(r["ratio"]), "yes" if r["faithful"] else f"no: {r['fidelity']}"]
+            for r in res["largest"]
+        ]  # fmt: skip
+        head = ["topology", "hosts", "scheme", "bring-up (s)", "expected (s)", "GST (s)", "GST/expected", "faithful"]
+        parts.append("### 4. Largest run (calibrated compute, target >= 64 hosts faithful)\n\n" + md_table(head, rows))
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_schemes", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="reduced run (~2 min): one topology, ring and RAT, no MPI")
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument("--only", choices=["expected", "overhead", "mpi", "largest"], action="append")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        figures = set(args.only or ["expected", "overhead"])
+        files, schemes, iterations, sizes = {"leafspine-2rack.yaml": 4.0}, ("ring", "rat"), 2, [4]
+        rates = [25.0]
+    else:
+        figures = set(args.only or ["expected", "overhead", "mpi", "largest"])
+        files, schemes, iterations, sizes = EXPECTED_TOPOLOGIES, SCHEMES, 5, [4, 8]
+        rates = [10.0, 25.0, 50.0]
+    res: dict = {"meta": meta(args)}
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-schemes-") as tmp_name:
+        tmp = Path(tmp_name)
+        if "expected" in figures:
+            res["expected"] = expected_figure(files, schemes, iterations, tmp)
+        if "overhead" in figures:
+            res["overhead"] = overhead_figure(sizes, 6_250_000, iterations, tmp)
+        if "mpi" in figures:
+            res["mpi"] = mpi_figure(rates, iterations, tmp)
+        if "largest" in figures:
+            res["largest"] = largest_figure(3, tmp)
+    res["meta"]["wall_s"] = time.monotonic() - t0
+    table = format_tables(res)
+    (out_dir / "schemes.json").write_text(json.dumps(res, indent=1))
+    mode = "quick" if args.quick else "full"
+    (out_dir / "schemes.md").write_text(
+        f"# Scheme benchmark ({mode}, {res['meta']['started']}, commit {res['meta']['git_commit'][:10]}"
+        f"{' + local changes' if res['meta']['git_dirty'] else ''}, {res['meta']['wall_s']:.0f} s, "
+        f"machine {res['meta']['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
+    )
+    print(f"machine idle before the run: {res['meta']['idle_before_pct']:.0f}% (other work skews every figure)")
+    print(table)
+    print(
+        f"wall time: {res['meta']['wall_s']:.1f} s ({mode}); "
+        f"written: {out_dir / 'schemes.json'}, {out_dir / 'schemes.md'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
