@@ -50,7 +50,7 @@ def test_parallel_processes_use_every_nic(tmp_path: Path):
     net = build_network(parse_spec(BCUBE_3_1))
     hosts = [h.name for h in net.hosts()]
     digits = net.family.address_digits(net)
-    n = 1_500_000  # 6 MB: the busiest NIC's time well above the engine's fixed ~0.5 s
+    n = 3_000_000  # 12 MB: the busiest NIC's time well above the engine's fixed ~0.8 s
     gst = {}
     with Testbed(net) as tb:
         for parallel in (True, False):
