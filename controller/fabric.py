@@ -17,7 +17,7 @@ from pathlib import Path
 
 from os_ken import cfg
 
-from controller.routing import Flow, LinkKey, compute_paths, switch_flows
+from controller.routing import Flow, Group, LinkKey, compute_paths, switch_flows
 from controller.tc import Circuits, deployment, initial_circuits, recircuit, repair, worker_link
 from topologies.build import load_network
 from topologies.model import Network, Role
@@ -43,14 +43,14 @@ class Fabric:
         self.home: Circuits = dict(self.circuits)  # circuits chosen on purpose; failures move away from them
         self.down: set[LinkKey] = set()
         self.datapaths: dict[str, object] = {}  # switch name -> os-ken Datapath
-        self.installed: dict[str, set[Flow]] = {}
+        self.installed: dict[str, set[Flow | Group]] = {}
         self.synced: set[str] = set()
         self.by_dpid = {n.dpid: n.name for n in self.net.switches()}
         self.events: list[dict] = []
         path = event_log if event_log is not None else cfg.CONF.event_log
         self._log_file = Path(path) if path else None
         self.programmers: dict[Role, object] = {}  # role of switch -> app that programs it
-        self.desired: dict[str, set[Flow]] = {}
+        self.desired: dict[str, set[Flow | Group]] = {}
         self.recompute()
 
     # --- events -----------------------------------------------------------------------------
@@ -66,11 +66,11 @@ class Fabric:
         return rec
 
     # --- desired state ----------------------------------------------------------------------
-    def recompute(self) -> dict[str, set[Flow]]:
+    def recompute(self) -> dict[str, set[Flow | Group]]:
         """Desired flows of every switch from the current circuits and failed links."""
         with self.lock:
             paths = compute_paths(self.net, self.circuits, self.down)
-            self.desired = switch_flows(self.net, self.circuits, paths)
+            self.desired = switch_flows(self.net, self.circuits, paths, self.down)
             return self.desired
 
     def reconfigure(self, worker: str, tor: str) -> Circuits:

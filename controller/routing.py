@@ -8,9 +8,17 @@ routes inside multi-NIC hosts) and the BCT model all see the same paths.
   PSNet modules these are the R disjoint SuperNode links). Hosts never carry transit traffic
   except BCube and Torus servers, which relay; a kind may fix which relays a pair crosses
   (`Kind.relay_hosts`: a Torus's dimension order), and then only those candidates remain.
-- Strategy `hashed` picks a candidate by a seeded hash of (src, dst), as ECMP hashes flows (a TF
-  job keeps one connection per worker-PS pair, so per pair = per flow); `balanced` picks the
-  least-loaded candidate, intended (worker<->PS) pairs first.
+- Strategy `ecmp` leaves the choice to the switches, as a real ECMP switch makes it: wherever a
+  pair has several equal-cost next hops, its rule sends to an OpenFlow select group with one
+  bucket per next hop, and Open vSwitch picks the bucket per packet by a hash of its 5-tuple
+  (OVS >= 2.10 without a selection method: dp_hash over the symmetric L3/L4 fields), so two TCP
+  connections of one host pair may take different paths. For everything that needs one path
+  per pair (host routes, the BCT and flow models, `testbed topo check`'s expected hops),
+  `compute_paths` returns the `hashed` choice: one draw of a per-connection hash (a TF job keeps
+  one connection per worker-PS pair), so the models' C for `ecmp` is that of `hashed`.
+- Strategy `hashed` picks a candidate by a seeded hash of (src, dst) and pins it (static, per pair);
+  `balanced` picks the least-loaded candidate, intended (worker<->PS) pairs first (the paper's
+  Eq. 7 analysis: C = 6 on the FatTree prototype).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ PRIO_L2 = 50
 COOKIE_ROUTE = 0x10
 COOKIE_CIRCUIT = 0x20
 COOKIE_L2 = 0x30
+#: strategies whose per-pair path is the seeded hash (ecmp: one draw of the switches' hash)
+PAIR_HASHED = frozenset({"hashed", "ecmp"})
 
 LinkKey = tuple[str, int, str, int]
 
@@ -48,12 +58,22 @@ class Hop:
 
 @dataclass(frozen=True)
 class Flow:
-    """A flow rule as plain data: what an OpenFlow switch must hold, comparable and hashable."""
+    """A flow rule as plain data: what an OpenFlow switch must hold, comparable and hashable.
+    It outputs to `out_port`, or (ECMP, `out_port` None) sends to select group `group`."""
 
     priority: int
     cookie: int
     match: tuple[tuple[str, object], ...]
-    out_port: int
+    out_port: int | None
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class Group:
+    """An OpenFlow select group: one equal-weight bucket per equal-cost next hop (`ports`)."""
+
+    group_id: int
+    ports: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -143,7 +163,7 @@ def compute_paths(
         cands = kind_fixed(net, _candidates(g, transit, src, dst), src, dst)
         if not cands:
             continue
-        if strategy == "hashed":
+        if strategy in PAIR_HASHED:
             pick = cands[_hash(f"{src}>{dst}>{net.spec.seed}") % len(cands)]
         else:
             pick = min(cands, key=lambda p: (max(load[e] for e in _edges(p)), sum(load[e] for e in _edges(p))))
@@ -156,9 +176,64 @@ def _ip(net: Network, name: str) -> str:
     return net.nodes[name].ip
 
 
-def switch_flows(net: Network, circuits: Circuits, paths: dict[tuple[str, str], list[Hop]]) -> dict[str, set[Flow]]:
-    """Every switch's rules: circuits on ECSs, (src, dst) IPv4 routes or BCube L2 rules elsewhere."""
-    flows: dict[str, set[Flow]] = {n.name: set() for n in net.switches()}
+def next_hops(
+    net: Network, circuits: Circuits, down: Iterable[LinkKey] = (), pairs: Iterable[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], dict[str, tuple[int, ...]]]:
+    """Per (src, dst) host pair: every node on one of its shortest paths -> its equal-cost out
+    ports (sorted). Following any of them from any such node stays on a shortest path, so a
+    switch can choose per packet (ECMP) without loops."""
+    g = routing_graph(net, circuits, down)
+    transit = {n.name for n in net.nodes.values() if (not n.is_host or n.relay) and n.role != Role.ECS}
+    hosts = [h.name for h in net.hosts()]
+    wanted = list(pairs) if pairs is not None else [(a, b) for a in hosts for b in hosts if a != b]
+    out: dict[tuple[str, str], dict[str, tuple[int, ...]]] = {}
+    for src, dst in wanted:
+        ports: dict[str, set[int]] = {}
+        for cand in _candidates(g, transit, src, dst):
+            for hop in cand[:-1]:
+                ports.setdefault(hop.node, set()).add(hop.out_port)  # type: ignore[arg-type]
+        if ports:
+            out[(src, dst)] = {node: tuple(sorted(p)) for node, p in ports.items()}
+    return out
+
+
+def group_id(ports: tuple[int, ...]) -> int:
+    """A stable id for the group of these buckets (the same after any recompute, so a reroute
+    only adds and removes groups, never renumbers them); below OFPG_MAX."""
+    return 1 + _hash(f"{ports}") % 0x7FFFFFFE
+
+
+def _ecmp_rules(net: Network, hops: dict[tuple[str, str], dict[str, tuple[int, ...]]]) -> dict[str, set]:
+    """ECMP rules: per pair and switch on its shortest paths, an output or a select-group rule."""
+    out: dict[str, set] = {n.name: set() for n in net.switches()}
+    for (src, dst), at in hops.items():
+        match = (("eth_type", 0x0800), ("ipv4_src", _ip(net, src)), ("ipv4_dst", _ip(net, dst)))
+        for node, ports in at.items():
+            if node not in out:  # the source host (or a relay: none on kinds with ECMP groups)
+                continue
+            if len(ports) == 1:
+                out[node].add(Flow(PRIO_ROUTE, COOKIE_ROUTE, match, ports[0]))
+                continue
+            grp = Group(group_id(ports), ports)
+            out[node].add(grp)
+            out[node].add(Flow(PRIO_ROUTE, COOKIE_ROUTE, match, None, grp.group_id))
+    for node, items in out.items():
+        groups = [x for x in items if isinstance(x, Group)]
+        if len({x.group_id for x in groups}) != len(groups):
+            raise ValueError(f"{node}: two ECMP groups share an id; change group_id's hash input")
+    return out
+
+
+def switch_flows(
+    net: Network,
+    circuits: Circuits,
+    paths: dict[tuple[str, str], list[Hop]],
+    down: Iterable[LinkKey] = (),
+) -> dict[str, set[Flow | Group]]:
+    """Every switch's rules: circuits on ECSs, (src, dst) IPv4 routes or BCube L2 rules elsewhere;
+    with `ecmp` routing, select groups wherever a pair has several equal-cost next hops (`down`:
+    the failed links those groups must leave out)."""
+    flows: dict[str, set] = {n.name: set() for n in net.switches()}
     for worker, slot in circuits.items():
         wl = worker_link(net, worker)
         ecs, wp, tp = wl.b, wl.port_b, slot.port_a
@@ -169,6 +244,10 @@ def switch_flows(net: Network, circuits: Circuits, paths: dict[tuple[str, str], 
             host, sw = (ln.a, ln.b) if net.nodes[ln.a].is_host else (ln.b, ln.a)
             mac = net.mac(host, ln.port_of(host))
             flows[sw].add(Flow(PRIO_L2, COOKIE_L2, (("eth_dst", mac),), ln.port_of(sw)))
+        return flows
+    if net.spec.routing == "ecmp":
+        for node, rules in _ecmp_rules(net, next_hops(net, circuits, down, list(paths))).items():
+            flows[node] |= rules
         return flows
     for (src, dst), path in paths.items():
         match = (("eth_type", 0x0800), ("ipv4_src", _ip(net, src)), ("ipv4_dst", _ip(net, dst)))

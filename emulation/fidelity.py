@@ -17,8 +17,16 @@ shows them; its log only a rate-limited fraction), and on receive, when it reads
 late. A run with any is not faithful: the emulated network lost packets a real one would not.
 Beside them, each host's TCP retransmissions over the run (/proc/PID/net/snmp of its shell).
 
+The busiest 1-s window alone under-reads short transfers (a ResNet50 push is shorter than a
+window) and over-reads a run that hit its rate once and crawled otherwise. So the monitor also
+samples the transfer phases (emulation.traffic: 0.25-s windows in which some link moved bytes)
+and, where it has them, the link side of the verdict is their bottleneck utilisation: over each
+phase's interior windows, the most any one link carried as a share of its rate, averaged over
+the phases by duration. That must reach PHASE_FULL for a starved machine's run to be faithful.
+
 The verdict is a pure function of its inputs (`judge(FidelityInputs)`): the monitor only samples
-(emulation.sampler), counts the drops once at the end, and condenses both into those inputs.
+(emulation.sampler, emulation.traffic), counts the drops once at the end, and condenses all of it
+into those inputs.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import psutil
 
 from emulation import datapath
 from emulation.sampler import Sample, Sampler, after
+from emulation.traffic import Phase, TrafficSampler, Window, phases
 from topologies.model import Network
 
 #: ovs-vswitchd above this share of one core: it may be what limits the traffic
@@ -43,6 +52,10 @@ LINK_FULL = 0.90
 WINDOW_S = 1.0
 #: a link counts as used when its busiest window reached this share of its rate
 LINK_USED = 0.05
+#: the transfer phases' bottleneck utilisation (duration-weighted mean over their interior
+#: windows) at or above this: the network, not the emulator, paced the transfers. Lower than
+#: LINK_FULL because a mean, unlike a peak, includes TCP's ramp and the W flows' staggered ends.
+PHASE_FULL = 0.75
 
 
 @dataclass
@@ -62,6 +75,11 @@ class Verdict:
     datapath: dict = field(default_factory=dict)
     #: host -> [TCP segments retransmitted, segments sent] over the run
     retrans: dict[str, list[int]] = field(default_factory=dict)
+    #: transfer phases judged (long enough to have interior windows), their seconds, and their
+    #: duration-weighted bottleneck utilisation (None: no phase sampled, the peak rule judged)
+    transfer_phases: int = 0
+    transfer_s: float = 0.0
+    transfer_util: float | None = None
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
@@ -78,6 +96,7 @@ class FidelityInputs:
     drops: datapath.Drops | None = None  # ovs-vswitchd's silent losses over the run (None: not counted)
     retrans: Mapping[str, Sequence[int]] = field(default_factory=dict)  # host -> [retransmitted, sent]
     send_buffer: int | None = None  # bytes of ovs-vswitchd's send socket at the end
+    phases: Sequence[Phase] | None = None  # the transfer phases (None: not sampled; the peak rule judges)
 
     @classmethod
     def from_samples(
@@ -93,9 +112,20 @@ class FidelityInputs:
         )
 
 
+def transfer_utilisation(ps: Sequence[Phase]) -> tuple[int, float, float | None]:
+    """(phases judged, their seconds, their duration-weighted bottleneck utilisation or None)."""
+    judged = [p for p in ps if p.judged]
+    secs = sum(p.duration_s for p in judged)
+    if not judged or secs <= 0:
+        return 0, 0.0, None
+    return len(judged), secs, sum(p.util * p.duration_s for p in judged) / secs
+
+
 def judge(inputs: FidelityInputs) -> Verdict:
     """Faithful unless the machine was starved (ovs-vswitchd p95 over OVS_CPU_LIMIT of a core, or
-    idle p5 under IDLE_LIMIT) while the busiest link stayed under LINK_FULL of its rate."""
+    idle p5 under IDLE_LIMIT) while the links did not carry their rate: with transfer phases,
+    their bottleneck utilisation under PHASE_FULL (the busiest window alone does not decide);
+    without, the busiest link's busiest window under LINK_FULL."""
     cpu = sorted(inputs.ovs_cpu) or [0.0]
     idle = sorted(inputs.idle) or [1.0]
     ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
@@ -109,8 +139,17 @@ def judge(inputs: FidelityInputs) -> Verdict:
     if idle_p5 < IDLE_LIMIT:
         starved.append(f"machine idle down to {idle_p5:.0%}")
     peak_util = util.get(busiest, 0.0)
+    n_phases, phase_s, phase_util = transfer_utilisation(inputs.phases or [])
+    in_phases = (
+        f"its {n_phases} transfer phases ({phase_s:.0f} s) kept the busiest link at {phase_util:.0%} of its rate "
+        "on average"
+        if phase_util is not None
+        else ""
+    )
     reasons = []
-    if starved and peak_util < LINK_FULL:
+    if starved and phase_util is not None and phase_util < PHASE_FULL:
+        reasons.append(f"{' and '.join(starved)} while {in_phases} (< {PHASE_FULL:.0%}): the emulator set the pace")
+    elif starved and phase_util is None and peak_util < LINK_FULL:
         reasons.append(
             f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
             f"(< {LINK_FULL:.0%}): the emulator set the pace"
@@ -132,6 +171,8 @@ def judge(inputs: FidelityInputs) -> Verdict:
     detail = f"ovs-vswitchd p95 {ovs_p95:.0%} of a core, idle p5 {idle_p5:.0%}" + (
         f", busiest link {busiest} peaked at {peak_util:.0%} of its rate" if busiest else ", no link was busy"
     )
+    if in_phases:
+        detail += f", {in_phases}"
     if drops is not None:
         detail += ", no datapath drops" + (f", {tcp}" if tcp else "")
     top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
@@ -148,6 +189,9 @@ def judge(inputs: FidelityInputs) -> Verdict:
         rx_drops,
         (drops.as_dict() | {"send_buffer": inputs.send_buffer}) if drops else {},
         {h: list(v) for h, v in inputs.retrans.items()},
+        n_phases,
+        round(phase_s, 3),
+        None if phase_util is None else round(phase_util, 3),
     )
 
 
@@ -182,6 +226,7 @@ class Monitor:
         # traffic entering the cable from the switch, shaped at the cable's rate
         self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
         self.sampler = Sampler(interval_s, intfs=self.intfs)
+        self.traffic = TrafficSampler(self.intfs)
         self.bridges = [s.name for s in net.switches()]
         self.hosts = _host_pids(net)
         self.drops: datapath.Drops | None = None
@@ -198,7 +243,13 @@ class Monitor:
         self._counters0 = datapath.Snapshot.take(self.bridges)
         self._tcp0 = {h: tcp_segments(pid) for h, pid in self.hosts.items()}
         self.sampler.start()
+        self.traffic.start()
         return self
+
+    @property
+    def windows(self) -> list[Window]:
+        """The transfer-phase sampler's windows so far (read while the run goes on, e.g. for stalls)."""
+        return self.traffic.windows
 
     def _count_drops(self) -> None:
         """Datapath drops and TCP retransmissions since start() (once, at stop)."""
@@ -216,9 +267,12 @@ class Monitor:
     def stop(self, since: float | None = None) -> Verdict:
         """End sampling; judge the windows after `since` (unix time), e.g. the first measured step."""
         self.sampler.stop()
+        self.traffic.stop()
         self._count_drops()
         return self.verdict(since)
 
     def verdict(self, since: float | None = None) -> Verdict:
         counted = {"drops": self.drops, "retrans": self.retrans, "send_buffer": self.send_buffer}
+        windows = [w for w in self.windows if since is None or w.t >= since] or self.windows
+        counted["phases"] = phases(windows) if windows else None
         return judge(FidelityInputs.from_samples(after(self.samples, since), self.intfs, **counted))

@@ -146,6 +146,15 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
         print(f"  sums          {'exact on every worker' if not s['sum_problems'] else s['sum_problems'][0]}")
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    tl = s.get("timeline")
+    if tl:
+        draws = [e for e in tl["events"] if e["action"] == "pause_senders"]
+        if draws:
+            hosts = {h for e in draws for h in e["target"].split(" for ")[0].split(",")}
+            print(f"  paused        {len(draws)} draws over {len(hosts)} hosts (each in events.csv)")
+        network = [e for e in tl["events"] if e["action"] != "pause_senders"]
+        if network or tl.get("not_applied"):
+            _print_timeline({**tl, "events": network})
     print(f"  results       {out_dir}")
 
 
@@ -260,7 +269,9 @@ def speedup_table(out: Path) -> str:
     for c in claims:
         ratio = c.values.get("ratio")
         parts.append(
-            f"{c.group}: paper {c.values['paper']}x, " + (f"measured {ratio:.2f}x" if ratio else "not measured")
+            f"{c.group}: paper {c.values['paper']}x, "
+            + (f"measured {ratio:.2f}x" if ratio else "not measured")
+            + (f", {c.verdict}" if c.verdict.startswith("not judged") else "")  # an unfaithful point: no number stands
         )
     fast, slow = claims[0].series
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)

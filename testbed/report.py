@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from testbed.claims import REFERENCE, ClaimResult, evaluate, paper_reference
+from testbed import fig13
+from testbed.claims import REFERENCE, ClaimResult, FasterThan, evaluate, paper_number, paper_reference
 from testbed.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from workloads.stats import describe
 
@@ -85,6 +86,16 @@ class Row:
     @property
     def fidelity_reason(self) -> str:
         return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries}))
+
+    @property
+    def compress(self) -> float:
+        return float(self.summaries[0].get("compress") or 1.0) if self.summaries else 1.0
+
+    @property
+    def rest_s(self) -> float | None:
+        """Measured per-step time besides communication (workloads.steptime), mean over repetitions."""
+        d = fig13.decompose(self)
+        return d.rest_s if d else None
 
     @property
     def unfaithful_reason(self) -> str:
@@ -158,6 +169,8 @@ class FigureReport(BaseModel):
     paper: dict[str, Any] = Field(description=f"the figure's entry in results/reference/{REFERENCE.name}")
     points: list[PointResult]
     claims: list[ClaimResult]
+    decomposition: list[fig13.Decomposition] = Field(default_factory=list, description="paper-equivalent s")
+    ratio_curves: list[fig13.RatioCurve] = Field(default_factory=list, description="speed-up vs host time")
 
     @property
     def faithful_points(self) -> int:
@@ -378,6 +391,8 @@ def markdown(rep: FigureReport) -> str:
         lines.append("- (no claim declared in the figure file)")
     if rep.paper:
         lines += ["", f"Paper's stated numbers ({REFERENCE.parent.relative_to(REPO)}/): {json.dumps(rep.paper)}"]
+    if rep.decomposition or rep.ratio_curves:
+        lines += fig13.markdown(rep.decomposition, rep.ratio_curves, f"{rep.figure}-ratio.png")
     lines += ["", "## Fidelity", ""]
     for p in rep.points:
         lines.append(f"- {p.id}: {_faithful_word(p.faithful)} ({p.fidelity})" + (f"; {p.note}" if p.note else ""))
@@ -395,6 +410,7 @@ def write_report(
 ) -> list[ClaimResult]:
     """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
     rows = collect(out, points, reps, fig.metric)
+    notes = {p.id: "; ".join(filter(None, [notes.get(p.id, ""), *retry_notes(out, p, reps)])) for p in points}
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     if wall_s is None and run:
         wall_s = run["wall_s"] - run.get("queued_s", 0.0)
@@ -414,11 +430,46 @@ def write_report(
         points=[point_result(r, notes.get(r.point.id, "")) for r in rows],
         claims=evaluate(fig.claims, rows, reference),
     )
+    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows, reference)
     write_csv(rep.points, out / "summary.csv")
     plot(fig, rows, out / f"{fig.figure}.png")
+    if rep.ratio_curves:
+        fig13.plot(rep.ratio_curves, out / f"{fig.figure}-ratio.png", f"{fig.title}: speed-up vs host time")
     (out / "report.md").write_text(markdown(rep))
     (out / "report.json").write_text(rep.model_dump_json(indent=1))
     return rep.claims
+
+
+def speedup_curves(
+    fig: Figure, rows: list[Row], reference: dict[str, Any]
+) -> tuple[list[fig13.Decomposition], list[fig13.RatioCurve]]:
+    """Each point's BCT in parts that add up, and the speed-up over host time for each of the
+    figure's speed-ups the paper states a number for (testbed.fig13); ([], []) when it has none."""
+    speedups = [(c.series, c.than, c.paper) for c in fig.claims if isinstance(c, FasterThan) and c.paper]
+    if not speedups:
+        return [], []
+    return fig13.curves(rows, speedups, lambda key, group: paper_number(key, group, reference))
+
+
+def retry_notes(out: Path, point: Point, reps: int) -> list[str]:
+    """What the sweep re-ran for this point and why (the `retries` its summaries record)."""
+    notes = []
+    for k in range(1, reps + 1):
+        try:
+            s = json.loads((rep_dir(out, point, k) / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        for r in s.get("retries") or []:
+            then = (
+                "faithful"
+                if s.get("complete") and s.get("fidelity", {}).get("faithful")
+                else "still not faithful"
+                if s.get("complete")
+                else "failed again"
+            )
+            at = f"at scale {r['rerun_scale']:g}" if r["rerun_scale"] != r["scale"] else "at the same scale"
+            notes.append(f"rep{k} re-run once {at} ({then}); first attempt: {r['why']}")
+    return notes
 
 
 def overview(results: Path, names: list[str]) -> str:

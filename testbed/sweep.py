@@ -8,6 +8,12 @@ summary.json complete) is kept and skipped next time, so an interrupted sweep re
 stopped. Before a point runs, its offered load is checked against the emulator's budget; a point
 over it gets a larger scale (rates and bytes divided together: S/B is kept), and the report says so.
 
+A repetition is run once more, in the same folder, before the sweep gives up on it: at twice the
+scale when it finished but was judged not faithful (half the load on the emulator, S/B kept), at
+the same scale when it stalled (workloads.stall). The first attempt's summary is kept beside it
+(attempt1-summary.json) and the summary records the retry (`retries`), which the report quotes.
+A kept repetition that is not faithful and was not retried yet is retried on resume.
+
 Figure files live in workloads/figures/<figure>.yaml (documented in its README.md); `--quick` runs
 the file's `quick` subset with its reduced job: the same code path, in about a minute.
 """
@@ -28,6 +34,10 @@ from workloads.experiment import ExperimentSpec, JobSpec
 LOG = logging.getLogger(__name__)
 #: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
 BUDGET_HOPS = 3
+#: an unfaithful repetition is run once more at this many times its scale
+RETRY_SCALE = 2.0
+#: characters of a stall's message kept in the retry record
+WHY_CHARS = 400
 
 
 def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
@@ -117,6 +127,58 @@ def finished(d: Path) -> dict | None:
     return s if s.get("complete") else None
 
 
+def retry_reason(summary: dict | None, error: str = "", stalled: bool = False) -> tuple[str, float] | None:
+    """Why a repetition gets its one more run, and the factor on its scale; None: no retry.
+    A stall: the same scale. Finished but not faithful: RETRY_SCALE times the scale."""
+    if stalled:
+        return error[:WHY_CHARS], 1.0
+    if summary and summary.get("complete") and summary.get("fidelity", {}).get("faithful") is False:
+        return f"not faithful at scale {summary['scale']:g}: {summary['fidelity']['reason']}", RETRY_SCALE
+    return None
+
+
+def needs_run(d: Path) -> bool:
+    """A repetition to run: not finished, or finished unfaithful and not retried yet."""
+    s = finished(d)
+    return s is None or (s["fidelity"]["faithful"] is False and not s.get("retries"))
+
+
+def run_repetition(exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str) -> None:
+    """One repetition, run once more on a stall or an unfaithful result (see the module docstring);
+    a failure after that is logged, and the report marks the repetition as failed."""
+    kept = finished(d)  # a resumed repetition that is not faithful: only its retry is due
+    why = retry_reason(kept) if kept else _attempt(exp, spec, source, d, origin)
+    if why is None:
+        return
+    reason, factor = why
+    retry = {"why": reason, "scale": spec.scale, "rerun_scale": spec.scale * factor}
+    LOG.warning("%s: running it once more at scale %g: %s", d, spec.scale * factor, reason)
+    if (d / "summary.json").exists():
+        (d / "summary.json").replace(d / "attempt1-summary.json")
+    if factor != 1:
+        spec = parse_spec({**spec.model_dump(), "scale": spec.scale * factor}, source)
+    _attempt(exp, spec, source, d, origin)
+    f = d / "summary.json"
+    s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
+    (d / "summary.json").write_text(json.dumps({**s, "retries": [retry]}, indent=1))
+
+
+def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str) -> tuple[str, float] | None:
+    """Run the repetition; why it should run once more (retry_reason), or None."""
+    from workloads.runner import RunError, run_job
+    from workloads.stall import Stalled
+
+    try:
+        run_job(exp, spec, source, d, progress=False, source=origin)
+    except Stalled as err:
+        LOG.error("%s: %s", d, err)
+        return retry_reason(None, str(err), stalled=True)
+    except RunError as err:  # keep going: the report marks the point as failed
+        LOG.error("%s: %s", d, err)
+        return None
+    return retry_reason(finished(d))
+
+
 def run_figure(
     name: str,
     quick: bool = False,
@@ -127,8 +189,6 @@ def run_figure(
 ) -> Path:
     """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder."""
     from tqdm import tqdm
-
-    from workloads.runner import RunError, run_job
 
     fig = load_figure(name)
     out = results / (f"{name}-quick" if quick else name)
@@ -146,16 +206,12 @@ def run_figure(
         spec, source, note = point_topology(fig, point)
         if note:
             notes[point.id] = note
-        if finished(d):
+        if not needs_run(d):
             bar.set_postfix_str(f"{point.id} rep{k}: kept")
             continue
         bar.set_postfix_str(f"{point.id} rep{k}")
-        exp = point_experiment(fig, point, quick)
         ran = True
-        try:
-            run_job(exp, spec, source, d, progress=False, source=f"{FIGURES / name}.yaml#{point.id}")
-        except RunError as err:  # keep going: the report marks the point as failed
-            LOG.error("%s: %s", point.id, err)
+        run_repetition(point_experiment(fig, point, quick), spec, source, d, f"{FIGURES / name}.yaml#{point.id}")
     bar.close()
     queued = sum(
         json.loads((rep_dir(out, p, k) / "summary.json").read_text()).get("timings", {}).get("lock_wait_s", 0.0)

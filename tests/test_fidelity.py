@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from emulation.fidelity import IDLE_LIMIT, LINK_FULL, OVS_CPU_LIMIT, FidelityInputs, Monitor, judge
+from emulation.fidelity import IDLE_LIMIT, LINK_FULL, OVS_CPU_LIMIT, PHASE_FULL, FidelityInputs, Monitor, judge
 from emulation.sampler import Sample
+from emulation.traffic import Window, phases
 from topologies.build import load_network
 
 RATES = {"t1_1-eth1": 100.0, "t1_1-eth2": 100.0, "t1_2-eth1": 50.0}
@@ -110,3 +111,38 @@ def test_monitor_judges_only_the_windows_after_since():
     v = mon.verdict(since=1.5)
     assert not v.faithful and v.samples == 2 and v.busiest_utilisation == pytest.approx(0.5)
     assert mon.verdict(since=99.0).samples == 3  # nothing after since: all windows
+
+
+def _phase(*utils: float, t0: float = 100.0) -> list:
+    """Windows of 0.25 s with these bottleneck utilisations, as transfer phases."""
+    return phases([Window(t0 + 0.25 * (i + 1), 0.25, u, "t1_1-eth1") for i, u in enumerate(utils)])
+
+
+def test_the_verdict_judges_the_transfer_phases_not_only_the_busiest_window():
+    """Short transfers (a ResNet50 push) read 48% in their busiest 1-s window but ran the link full
+    while they lasted: faithful. One burst at the rate and the rest at 60%: not faithful."""
+    short = _phase(0.4, 0.97, 0.99, 0.3, 0.0, 0.5, 0.98, 1.0, 0.96, 0.2)  # two phases, interiors ~98%
+    v = judge(FidelityInputs([0.97] * 10, [0.01] * 10, {"t1_1-eth1": 48.0}, RATES, phases=short))
+    assert v.faithful and (v.transfer_phases, v.transfer_util) == (2, pytest.approx(0.98, abs=0.005))
+    assert "its 2 transfer phases (2 s) kept the busiest link at 98% of its rate on average" in v.reason
+    slow = _phase(0.5, 1.0, 0.6, 0.6, 0.6, 0.6, 0.3)  # peaked at 100% once
+    v = judge(FidelityInputs([0.97] * 10, [0.01] * 10, {"t1_1-eth1": 100.0}, RATES, phases=slow))
+    assert not v.faithful and v.transfer_util == pytest.approx(0.68)
+    assert v.reason == (
+        "ovs-vswitchd at 97% of a core and machine idle down to 1% while its 1 transfer phases (2 s) kept the "
+        f"busiest link at 68% of its rate on average (< {PHASE_FULL:.0%}): the emulator set the pace"
+    )
+    # the same slow phases on a machine with CPU to spare: the job's own pace, faithful
+    assert judge(FidelityInputs([0.5] * 10, [0.5] * 10, {"t1_1-eth1": 100.0}, RATES, phases=slow)).faithful
+    # phases too short to have an interior are not judged: the busiest window decides, as without phases
+    v = judge(FidelityInputs([0.97] * 10, [0.01] * 10, {"t1_1-eth1": 48.0}, RATES, phases=_phase(0.5, 0.5)))
+    assert not v.faithful and v.transfer_util is None and "peaked at 48%" in v.reason
+
+
+def test_the_monitor_passes_its_transfer_phases_after_since():
+    net = load_network("topologies/psnet-testbed.yaml")
+    mon = Monitor(net)
+    mon.traffic.windows.extend(Window(100.0 + 0.25 * i, 0.25, u, "x") for i, u in enumerate([0.5, 0.5, 0.5, 0.0]))
+    mon.traffic.windows.extend(Window(200.0 + 0.25 * i, 0.25, u, "x") for i, u in enumerate([0.9, 1.0, 1.0, 0.9]))
+    assert mon.verdict(since=150.0).transfer_util == pytest.approx(1.0)
+    assert mon.verdict().transfer_phases == 2

@@ -12,6 +12,8 @@ from controller.routing import (
     COOKIE_L2,
     COOKIE_ROUTE,
     PRIO_CIRCUIT,
+    Flow,
+    Group,
     compute_paths,
     host_routes,
     link_loads,
@@ -391,10 +393,16 @@ def test_route_rules_match_the_paths(path):
     assert set(flows) == {s.name for s in net.switches()}
     for sw, rules in flows.items():
         by_match: dict = {}
+        groups = {g.group_id: g for g in rules if isinstance(g, Group)}
         for r in rules:
-            assert by_match.setdefault(r.match, r.out_port) == r.out_port, (sw, r)  # no conflicting rules
-            assert net.link_at(sw, r.out_port)  # outputs to a wired port
-            assert dict(r.match).get("in_port") != r.out_port  # never back out of its in_port
+            if isinstance(r, Group):  # ECMP: a choice between several wired ports
+                assert len(r.ports) > 1 and all(net.link_at(sw, port) for port in r.ports), (sw, r)
+                continue
+            action = r.out_port if r.group is None else groups[r.group].ports
+            assert by_match.setdefault(r.match, action) == action, (sw, r)  # no conflicting rules
+            for port in action if r.group is not None else (action,):
+                assert net.link_at(sw, port)  # outputs to a wired port
+                assert dict(r.match).get("in_port") != port  # never back out of its in_port
     if net.family.l2_by_next_server:  # BCube, Torus
         assert all(r.cookie == COOKIE_L2 for rules in flows.values() for r in rules)
         assert sum(map(len, flows.values())) == len(net.links)  # one eth_dst rule per server NIC
@@ -402,7 +410,11 @@ def test_route_rules_match_the_paths(path):
     for (src, dst), p in paths.items():
         match = (("eth_type", 0x0800), ("ipv4_src", net.nodes[src].ip), ("ipv4_dst", net.nodes[dst].ip))
         for hop in p[1:-1]:
-            rules = [r for r in flows[hop.node] if r.match == match]
+            rules = [r for r in flows[hop.node] if isinstance(r, Flow) and r.match == match]
+            if rules and rules[0].group is not None:  # ECMP: the pair's hashed path is one of the buckets
+                (group,) = [g for g in flows[hop.node] if isinstance(g, Group) and g.group_id == rules[0].group]
+                assert rules[0].cookie == COOKIE_ROUTE and hop.out_port in group.ports
+                continue
             assert [(r.cookie, r.out_port) for r in rules] == [(COOKIE_ROUTE, hop.out_port)]
 
 

@@ -254,3 +254,96 @@ def test_a_scheme_figure_plots_and_judges_gst_with_the_schedules_beside(tmp_path
     assert "1.00 (schedule)" in report
     rows = {r["point"]: r for r in csv.DictReader((out / "summary.csv").open())}
     assert rows["o2-rat"]["reps"] == "0" and float(rows["o4-ps"]["bct_mean_s"]) == pytest.approx(2.6)
+
+
+def test_the_headline_says_not_judged_when_a_point_is_not_faithful(tmp_path):
+    fig = figure.load_figure("fig13")
+    out = tmp_path / "fig13"
+    seed_results(out, fig, FIG13, unfaithful=("psnet-resnet50",))
+    write_report(fig, out, fig.points, 1, {})
+    assert cli.speedup_table(out) == (
+        "PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x; ResNet50: paper 1.92x, measured "
+        "2.60x, not judged (point not faithful: psnet-resnet50: ovs at 99%)"
+    )
+    claims = report_json(out)["claims"]
+    assert all(c["holds"] is None for c in claims if c["group"] == "ResNet50" and c["type"] == "faster_than")
+
+
+def test_an_unfaithful_or_stalled_repetition_is_retried_once(tmp_path):
+    """Unfaithful: once more at twice the scale; stalled: once more at the same scale; failed otherwise,
+    or already retried: not again."""
+    bad = fake_summary(2.0, 1.0, faithful=False)
+    assert sweep.retry_reason(bad) == ("not faithful at scale 20: ovs at 99%", 2.0)
+    assert sweep.retry_reason(fake_summary(2.0, 1.0)) is None
+    assert sweep.retry_reason(fake_summary(2.0, 1.0, faithful=False, complete=False)) is None
+    assert sweep.retry_reason(None, "stalled: no step ...", stalled=True) == ("stalled: no step ...", 1.0)
+    d = tmp_path / "rep1"
+    d.mkdir()
+    assert sweep.needs_run(d)
+    (d / "summary.json").write_text(json.dumps(bad))
+    assert sweep.needs_run(d)  # finished, not faithful, not retried yet: its retry is due
+    (d / "summary.json").write_text(json.dumps({**bad, "retries": [{"why": "x", "scale": 20, "rerun_scale": 40}]}))
+    assert not sweep.needs_run(d)
+    (d / "summary.json").write_text(json.dumps(fake_summary(2.0, 1.0)))
+    assert not sweep.needs_run(d)
+
+
+def test_the_report_says_which_repetitions_were_retried_and_how_they_ended(tmp_path):
+    fig = figure.load_figure("fig13")
+    out = tmp_path / "fig13"
+    seed_results(out, fig, FIG13)
+    f = figure.rep_dir(out, fig.points[4], 1) / "summary.json"
+    retry = {"why": "not faithful at scale 20: ovs at 99%", "scale": 20.0, "rerun_scale": 40.0}
+    f.write_text(json.dumps({**json.loads(f.read_text()), "scale": 40.0, "retries": [retry]}))
+    write_report(fig, out, fig.points, 1, {})
+    text = (out / "report.md").read_text()
+    assert (
+        "- psnet-resnet50: faithful (ovs 40%); rep1 re-run once at scale 40 (faithful); first attempt: not "
+        "faithful at scale 20: ovs at 99%" in text
+    )
+
+
+def with_split(summary: dict, comm: float, rest: float) -> dict:
+    return {**summary, "step_split": {"comm_s": {"n": 5, "mean": comm}, "rest_s": {"n": 5, "mean": rest}}}
+
+
+def test_the_fig13_report_decomposes_each_bct_and_draws_the_ratio_over_host_time(tmp_path):
+    """Measured FatTree BCT (17.36 s) below the model's communication (19.53 s): the parts still add
+    up, since the communication is the measured one. The curve, its paper point and both modes."""
+    fig = figure.load_figure("fig13")
+    out = tmp_path / "fig13"
+    seed_results(out, fig, {"psnet-vgg16": (6.0, 6.5), "fattree-r1-vgg16": (17.36, 19.53)})
+    splits = {"psnet-vgg16": (5.4, 0.6), "fattree-r1-vgg16": (16.6, 0.76)}  # emulated s, add up to the BCT
+    for pid, (comm, rest) in splits.items():
+        f = figure.rep_dir(out, next(p for p in fig.points if p.id == pid), 1) / "summary.json"
+        f.write_text(json.dumps(with_split(json.loads(f.read_text()), comm, rest)))
+    write_report(fig, out, fig.points, 1, {})
+    rep = report_json(out)
+    dec = {d["id"]: d for d in rep["decomposition"]}
+    ft = dec["fattree-r1-vgg16"]
+    assert (ft["comm_s"], ft["rest_s"], ft["model_comm_s"]) == (pytest.approx(33.2), 0.76, pytest.approx(39.06))
+    assert ft["comm_s"] + ft["rest_s"] == pytest.approx(16.6 * 2 + 0.76) and ft["mode"] == "scaled"
+    (vgg,) = [c for c in rep["ratio_curves"] if c["group"] == "VGG-16"]
+    # model: 39.06 s vs 13.0 s of communication; the paper's 1.89x implies (39.06 - 1.89 x 13) / 0.89
+    assert vgg["implied_host_s"] == pytest.approx((39.06 - 1.89 * 13.0) / 0.89)
+    (m,) = vgg["measured"]
+    assert (m["host_s"], m["ratio"]) == (pytest.approx(0.68), pytest.approx((33.2 + 0.76) / (10.8 + 0.6)))
+    text = (out / "report.md").read_text()
+    assert "## Where the time goes (paper-equivalent seconds)" in text
+    assert "| fattree-r1-vgg16 | scaled | 17.360 | 33.20 | 0.76 | 33.96 | 39.06 |" in text
+    assert f"the paper's 1.89x implies {vgg['implied_host_s']:.2f} s of host time per step" in text
+    assert "the rest of our step (compute, PS update, TF overhead: BCT minus the links" in text
+    assert (out / "fig13-ratio.png").read_bytes()[:4] == b"\x89PNG"
+    # a second host-time mode (full-size host time) is paired apart and drawn beside the first
+    for pid, (comm, rest) in {"psnet-vgg16": (5.4, 8.0), "fattree-r1-vgg16": (16.6, 8.2)}.items():
+        p = next(p for p in fig.points if p.id == pid)
+        full = figure.Point(**{**p.model_dump(), "id": f"{pid}-full"})
+        d = figure.rep_dir(out, full, 1)
+        d.mkdir(parents=True)
+        s = with_split(fake_summary(comm + rest, 6.5 if "psnet" in pid else 19.53), comm, rest)
+        d.joinpath("summary.json").write_text(json.dumps({**s, "host_time_mode": "full"}))
+        fig = fig.model_copy(update={"points": [*fig.points, full]})
+    write_report(fig, out, fig.points, 1, {})
+    (vgg,) = [c for c in report_json(out)["ratio_curves"] if c["group"] == "VGG-16"]
+    assert [m["mode"] for m in vgg["measured"]] == ["scaled", "full"]
+    assert "measured (full host time): host time 8.10 s" in (out / "report.md").read_text()

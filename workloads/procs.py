@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -30,8 +31,47 @@ REPO = Path(__file__).resolve().parent.parent
 PS_PORT = 2222
 
 
+#: TensorFlow's start-up banner (stderr, merged into the process's lines): never "what the job
+#: was doing", so failure messages quote the lines after it
+TF_BANNER = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IW]\d{4} [\d:. ]+\d+ (port|cpu_feature_guard|cpu_allocator_impl|grpc_server_lib)\.cc:\d+\]"
+    r"|This TensorFlow binary is optimized|To enable the following instructions"
+    r"|\S+ \S+ [IW] tensorflow/core/(util/port|platform/cpu_feature_guard)\.cc)"
+)
+
+
 class RunError(RuntimeError):
     """A job process failed; the message names the host and its last log lines."""
+
+
+def own_lines(raw: list[str]) -> list[str]:
+    """A process's lines without TensorFlow's start-up banner (see TF_BANNER)."""
+    return [ln for ln in raw if ln.strip() and not TF_BANNER.match(ln)]
+
+
+def proc_state(pid: int) -> str:
+    """What a process is doing, from /proc (no py-spy): its state, and where its threads wait
+    in the kernel (wchan, most common first): e.g. "S (sleeping), 41 threads: futex_wait_queue x38,
+    do_epoll_wait x3"."""
+    try:
+        state = next(
+            ln.split(":", 1)[1].strip()
+            for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if ln.startswith("State:")
+        )
+    except (OSError, StopIteration):
+        return "gone"
+    waits: dict[str, int] = {}
+    tasks = list(Path(f"/proc/{pid}/task").glob("*"))
+    for t in tasks:
+        try:
+            w = (t / "wchan").read_text().strip() or "running"
+        except OSError:
+            continue
+        waits[w if w != "0" else "running"] = waits.get(w if w != "0" else "running", 0) + 1
+    top = ", ".join(f"{w} x{n}" for w, n in sorted(waits.items(), key=lambda kv: -kv[1])[:3])
+    return f"{state}, {len(tasks)} threads: {top}" if top else state
 
 
 @dataclass
@@ -48,7 +88,16 @@ class Proc:
     raw: list[str] = field(default_factory=list)
 
     def tail(self, n: int = 5) -> str:
-        return " | ".join(self.raw[-n:]) or "(no output)"
+        """The process's own last lines (TensorFlow's start-up banner left out)."""
+        own = own_lines(self.raw)
+        if own:
+            return " | ".join(own[-n:])
+        return "(only TensorFlow's start-up banner)" if self.raw else "(no output)"
+
+    def doing(self) -> str:
+        """One line: who, what the kernel says it is doing, and its own last lines."""
+        state = proc_state(self.popen.pid) if self.popen.poll() is None else f"exited ({self.popen.returncode})"
+        return f"{self.host} ({self.owner.spec.name} {self.job} {self.task}): {state}; last lines: {self.tail(3)}"
 
     def has(self, event: str) -> bool:
         return any(r["event"] == event for r in self.lines)

@@ -106,6 +106,7 @@ def summarize(
         "compress": compress,
         "error": error,
         "scale": net.spec.scale,
+        "routing": net.spec.routing,  # ecmp: the switches hash each connection (C varies per run)
         "model": spec.model,
         "workers": len(jr.workers),
         "ps": len(jr.ps),

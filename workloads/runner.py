@@ -35,6 +35,8 @@ from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
 from workloads.procs import JobRun, Proc, RunError, failover
 from workloads.results import manifest, summarize, timeline_outputs, write_lines
+from workloads.stall import StallWatch
+from workloads.steptime import step_split
 
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
@@ -98,6 +100,7 @@ def run_job(
     (out / "manifest.json").write_text(json.dumps(record, indent=1))
     predicted = {j.name: prediction(net, j, *sizes[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
+    failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
         lines: queue.Queue = queue.Queue()
@@ -111,9 +114,10 @@ def run_job(
             fail_ps=lambda host: failover(jobs, tb.model, host),
         )
         try:
-            complete = _run_loop(exp, jobs, injector, progress)
+            complete = _run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
         except (RunError, Unrecoverable) as err:
             error = str(err)
+            failure = type(err) if isinstance(err, RunError) else RunError
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop cleanly, keep what was measured
             error, interrupted = "interrupted by the user", True
         finally:
@@ -131,6 +135,8 @@ def run_job(
         s["predicted"] = predicted[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
         summaries[jr.spec.name] = s
+    # measured communication vs the rest of each step (the links are shared: the main job's view)
+    summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     summary = {**summaries[main.name], "name": exp.name}
     if len(jobs) > 1:
         summary["jobs"] = summaries
@@ -143,12 +149,15 @@ def run_job(
     if interrupted:
         raise KeyboardInterrupt
     if error:
-        raise RunError(f"{error} (partial results kept in {out})")
+        raise failure(f"{error} (partial results kept in {out})")
     return RunResult(exp.name, out, complete, summary)
 
 
-def _run_loop(exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progress: bool) -> bool:
-    """Start every job, feed their lines to them, apply the timeline; True when all are done."""
+def _run_loop(
+    exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progress: bool, stall: StallWatch | None = None
+) -> bool:
+    """Start every job, feed their lines to them, apply the timeline; True when all are done.
+    With `stall`, raises Stalled when the jobs made no progress for a minute (workloads.stall)."""
     from tqdm import tqdm
 
     main = jobs[0]
@@ -162,6 +171,8 @@ def _run_loop(exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progr
             if got is not None:
                 proc, rec = got
                 proc.owner.handle(proc, rec)
+                if stall is not None:
+                    stall.saw(rec)
                 if proc.owner is main and proc.job == "worker" and proc.task == 0 and proc.attempt == main.attempt:
                     if injector.t0 is None and _measured_start(main, rec):
                         injector.start(rec["t_end"] if "t_end" in rec else rec["t"])
@@ -170,6 +181,8 @@ def _run_loop(exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progr
                         bar.n = min(rec["step"], main.total_steps)
                         bar.refresh()
             injector.poll()
+            if stall is not None:
+                stall.check()
     finally:
         bar.close()
     return True

@@ -46,8 +46,10 @@ class FatTreeSpec(SpecBase):
     ps: int | None = Field(default=None, ge=1, description="P: PSs (default: all other hosts)")
     ps_mbps: float | None = Field(default=None, gt=0, description="B_s: PS link rate (default B_w)")
     standby_ps: int = Field(default=0, ge=0, description="standby PSs: the next free hosts after the PSs")
-    routing: Literal["hashed", "balanced"] = Field(
-        default="hashed", description="ECMP path choice per (src, dst): hashed or least-loaded"
+    routing: Literal["ecmp", "hashed", "balanced"] = Field(
+        default="ecmp",
+        description="ecmp: switches hash each connection over the equal-cost paths (select groups); "
+        "hashed: one seeded path per (src, dst); balanced: least-loaded per (src, dst) (the paper's C)",
     )
 
     @model_validator(mode="after")

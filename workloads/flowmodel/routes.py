@@ -2,7 +2,9 @@
 
 Small networks (<= EXACT_HOSTS) route every pair in `controller.routing.compute_paths`' order,
 so they get exactly the emulator's paths whatever the strategy; larger ones only the pairs the
-traffic uses (identical for `hashed`; for `balanced` the least-loaded choice then sees only the
+traffic uses (identical for `hashed` and `ecmp`, which the model treats as `hashed`: one draw of
+the switches' per-connection hash per pair, as a TF job keeps one connection per worker-PS pair;
+for `balanced` the least-loaded choice then sees only the
 traffic's own pairs). `compute_paths` itself is the bottleneck at scale (a subgraph view and
 `nx.all_shortest_paths` per pair: ~87 ms a pair on FatTree k=34, an hour for one PS job), so
 `fast_paths` computes the same thing per destination: one BFS, then the pair's candidates in the
@@ -22,7 +24,7 @@ from dataclasses import dataclass, fields
 
 import networkx as nx
 
-from controller.routing import Hop, _edges, _hash, kind_fixed, path_links, routing_graph, taken_path
+from controller.routing import PAIR_HASHED, Hop, _edges, _hash, kind_fixed, path_links, routing_graph, taken_path
 from controller.tc import initial_circuits
 from topologies.model import Link, Network, Role
 
@@ -196,7 +198,7 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
     router = _Router(g, transit)
     load: Counter = Counter()
     chosen: dict[Pair, list[Hop]] = {}
-    if net.spec.routing == "hashed":  # each choice is independent of the others: group by dst
+    if net.spec.routing in PAIR_HASHED:  # each choice is independent of the others: group by dst
         pairs = sorted(pairs, key=lambda p: p[1])
     for src, dst in pairs:
         n = router.count(src, dst)
@@ -204,7 +206,7 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
             continue
         fixed = net.family.relay_hosts(net, src, dst) is not None  # e.g. a Torus's dimension order
         cands = kind_fixed(net, list(router.all(src, dst)), src, dst) if fixed else None
-        if net.spec.routing == "hashed":
+        if net.spec.routing in PAIR_HASHED:
             h = _hash(f"{src}>{dst}>{net.spec.seed}")
             pick = cands[h % len(cands)] if cands else router.nth(src, dst, h % n)
         else:
@@ -276,7 +278,7 @@ def flow_routes(net: Network, pairs: Iterable[Pair]) -> Routes:
         paths = fast_paths(inet, circuits, want)
         while relays := _relay_pairs(net, paths):  # BCube: a relay forwards by its own path to dst
             want = emulator_order(net, [*want, *relays])
-            if net.spec.routing == "hashed":  # choices are independent: route only the new pairs
+            if net.spec.routing in PAIR_HASHED:  # choices are independent: route only the new pairs
                 paths.update(fast_paths(inet, circuits, sorted(relays)))
             else:  # the least-loaded choice depends on every earlier pair: all again, in order
                 paths = fast_paths(inet, circuits, want)
