@@ -287,15 +287,18 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
     if not args.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
         logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    options = _remote_options(argparse.ArgumentParser(prog="testbed remote HOST", add_help=False))
+    options = _remote_options(argparse.ArgumentParser(prog=f"testbed remote {args.host}"))
     value_options = {s for a in options._actions if a.nargs != 0 for s in a.option_strings}
     opt_words, words = split_argv(args.remote_command, value_options)
     options.parse_args(opt_words, namespace=args)
     if not words or words[0] not in COMMANDS:
-        raise InputError(f"testbed remote {args.host}: give a command: {' | '.join(COMMANDS)} (then its arguments)")
+        raise InputError(
+            f"remote {args.host}: give a command: run EXP | replay FIG | topo check FILE | topo show FILE | doctor | "
+            "setup"
+        )
     if words[0] == "setup":
         if len(words) > 1:
-            raise InputError(f"testbed remote {args.host} setup: takes no arguments, got {' '.join(words[1:])}")
+            raise InputError(f"remote {args.host} setup: takes no arguments, got {' '.join(words[1:])}")
         ns = argparse.Namespace(command="setup")
     else:
         ns = build_parser().parse_args(words)

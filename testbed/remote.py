@@ -86,7 +86,7 @@ def plan(ns: argparse.Namespace) -> Plan:
     if ns.command == "topo" and ns.topo_command in ("check", "show"):
         return _plan_topo(ns, verbose)
     raise InputError(
-        f"testbed remote: {ns.command} {getattr(ns, 'topo_command', '')} is not run remotely; use one of "
+        f"remote: {ns.command} {getattr(ns, 'topo_command', '')} is not run remotely; use one of "
         "run, replay, topo check, topo show, doctor, setup"
     )
 

@@ -10,7 +10,10 @@ fixtures kill sshd and delete the namespace whatever the tests did.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -19,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -60,21 +64,32 @@ def make_checkout(dest: Path, venv: bool = True) -> Path:
     return dest
 
 
-class Remote:
-    """The sshd in its namespace and what the tests need to reach it."""
+def _processes(pids: list[int]) -> list[psutil.Process]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            out.append(psutil.Process(pid))
+    return out
 
-    def __init__(self, base: Path) -> None:
+
+class Remote:
+    """The sshd in its namespace (or, `port` given, on this namespace's loopback) and what the tests
+    need to reach it."""
+
+    def __init__(self, base: Path, port: int | None = None) -> None:
         self.base = base
         tag = f"{os.getpid() % 100000}"
-        self.netns = f"psnet-ssh-{tag}"
+        self.netns = None if port else f"psnet-ssh-{tag}"
         self.veth = f"pssh{tag}"
+        self.address, self.port = ("127.0.0.1", port) if port else (HOST_IP, 22)
         self.host_key = keygen(base / "host_key")
         self.key = keygen(base / "user_key")
         self.other_key = keygen(base / "other_key")
         (base / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
         self.known_hosts = base / "known_hosts"
         host_pub = Path(f"{self.host_key}.pub").read_text().split()
-        self.known_hosts.write_text(f"{HOST_IP} {host_pub[0]} {host_pub[1]}\n")
+        entry = self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+        self.known_hosts.write_text(f"{entry} {host_pub[0]} {host_pub[1]}\n")
         self.fingerprint = sh("ssh-keygen", "-lf", f"{self.host_key}.pub").stdout.split()[1]
         self.checkout = make_checkout(base / "checkout")
         self.ssh_config = base / "ssh_config"
@@ -82,6 +97,32 @@ class Remote:
         self.sshd: subprocess.Popen | None = None
 
     def start(self) -> None:
+        if self.netns:
+            self._namespace()
+        cfg = self.base / "sshd_config"
+        cfg.write_text(
+            f"ListenAddress {self.address}\nPort {self.port}\nHostKey {self.host_key}\n"
+            f"PidFile {self.base / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
+            "LogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
+        )
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # OpenSSH's privilege separation folder
+        log = (self.base / "sshd.log").open("w")
+        netns = ["ip", "netns", "exec", self.netns] if self.netns else []
+        self.sshd = subprocess.Popen(
+            [*netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex((self.address, self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"sshd did not start: {(self.base / 'sshd.log').read_text()[-500:]}")
+
+    def _namespace(self) -> None:
         sh("ip", "netns", "add", self.netns)
         sh("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "eth0", "netns", self.netns)
         sh("ip", "addr", "add", f"{PEER_IP}/{PREFIX}", "dev", self.veth)
@@ -89,37 +130,23 @@ class Remote:
         for argv in (["ip", "link", "set", "lo", "up"], ["ip", "addr", "add", f"{HOST_IP}/{PREFIX}", "dev", "eth0"]):
             sh("ip", "netns", "exec", self.netns, *argv)
         sh("ip", "netns", "exec", self.netns, "ip", "link", "set", "eth0", "up")
-        cfg = self.base / "sshd_config"
-        cfg.write_text(
-            f"ListenAddress {HOST_IP}\nPort 22\nHostKey {self.host_key}\nPidFile {self.base / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
-            "LogLevel VERBOSE\nSubsystem sftp internal-sftp\n"
-        )
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # OpenSSH's privilege separation folder
-        log = (self.base / "sshd.log").open("w")
-        self.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                s.settimeout(0.5)
-                if s.connect_ex((HOST_IP, 22)) == 0:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError(f"sshd did not start: {(self.base / 'sshd.log').read_text()[-500:]}")
 
     def pids(self) -> list[int]:
-        """Every process in the namespace (sshd's listener and whatever sessions left)."""
-        out = sh("ip", "netns", "pids", self.netns, check=False).stdout
-        return [int(p) for p in out.split()]
+        """Every process in the namespace, or sshd and its descendants (the listener and whatever
+        sessions left)."""
+        if self.netns:
+            return [int(p) for p in sh("ip", "netns", "pids", self.netns, check=False).stdout.split()]
+        if self.sshd is None or self.sshd.poll() is not None:
+            return []
+        try:
+            return [self.sshd.pid, *(c.pid for c in psutil.Process(self.sshd.pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
 
     def stop(self) -> None:
         """Kill sshd and anything left in its namespace (only processes this test started there), then
         remove the namespace and the veth pair."""
+        left = _processes(self.pids())  # psutil refuses to signal a pid that was reused meanwhile
         if self.sshd is not None:
             self.sshd.terminate()
             try:
@@ -127,17 +154,21 @@ class Remote:
             except subprocess.TimeoutExpired:
                 self.sshd.kill()
                 self.sshd.wait()
-        for pid in self.pids():
-            os.kill(pid, signal.SIGKILL)
-        sh("ip", "netns", "del", self.netns, check=False)
-        sh("ip", "link", "del", self.veth, check=False)
+        for proc in left + _processes(self.pids()):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        if self.netns:
+            sh("ip", "netns", "del", self.netns, check=False)
+            sh("ip", "link", "del", self.veth, check=False)
 
     def testbed(self, *args: str, key: Path | None = None, known_hosts: Path | None = None, **kw) -> list[str]:
         """The argv of `testbed remote HOST ... args` with this sshd's keys and checkout."""
         return [
             *TESTBED,
             "remote",
-            HOST_IP,
+            self.address,
+            "--port",
+            str(self.port),
             "--user",
             "root",
             "--key",
@@ -176,6 +207,21 @@ def nothing_left(remote):
     assert remote.netns not in sh("ip", "netns", "list").stdout
     assert sh("ip", "link", "show", remote.veth, check=False).returncode != 0
     assert remote.sshd is not None and remote.sshd.poll() is not None
+
+
+@pytest.fixture
+def loopback_remote(tmp_path_factory, request) -> Remote:
+    """An sshd on this namespace's loopback: a remote `testbed run` builds its network with this
+    machine's Open vSwitch, which lives in the root namespace (a run inside the test's namespace
+    could not add its ports to the bridges)."""
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("OpenSSH's sshd is missing (apt-get install openssh-server; scripts/setup.sh installs it)")
+    from emulation.net import free_port
+
+    r = Remote(tmp_path_factory.mktemp("loopback"), port=free_port())
+    request.addfinalizer(r.stop)
+    r.start()
+    return r
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -359,3 +405,75 @@ def test_run_plan_stages_experiment_and_topology_so_they_load_the_same(tmp_path)
     assert here[0] == there[0].model_copy(update={"topology": "../topos/mine.yaml"})
     assert here[1] == there[1] and there[1].scale == 20
     assert yaml.safe_load(p.push[1][0]) == yaml.safe_load((tmp_path / "topos" / "mine.yaml").read_text())
+
+
+def _read_until(p: subprocess.Popen, marker: bytes, timeout_s: float) -> bytes:
+    """What `p` wrote to stdout until `marker` appeared (progress bars write no newline)."""
+    got = b""
+    deadline = time.monotonic() + timeout_s
+    fd = p.stdout.fileno()  # type: ignore[union-attr]
+    while marker not in got and time.monotonic() < deadline and p.poll() is None:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            got += os.read(fd, 65536)
+    return got
+
+
+@pytest.mark.tf
+def test_remote_run_of_a_tiny_experiment_fetches_its_results(loopback_remote, tmp_path, no_leftovers):
+    res = tmp_path / "results"
+    r = loopback_remote.run(
+        "--env",
+        f"PSNET_LOCK_WAIT_S={os.environ.get('PSNET_LOCK_WAIT_S', '0')}",
+        "--results",
+        str(res),
+        "run",
+        "workloads/experiments/smoke-psnet.yaml",
+        timeout=2400,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "smoke-psnet: tiny W=6 P=2" in r.stdout and "BCT measured" in r.stdout
+    remote_out = loopback_remote.checkout / "results" / "smoke-psnet"
+    there = sorted(p.relative_to(remote_out) for p in remote_out.rglob("*") if p.is_file())
+    here = sorted(p.relative_to(res / "smoke-psnet") for p in (res / "smoke-psnet").rglob("*") if p.is_file())
+    assert here == there and Path("summary.json") in here
+    summary = json.loads((res / "smoke-psnet" / "summary.json").read_text())
+    assert summary["complete"] and summary["bct_s"]["n"] >= 3
+    used = json.loads((res / "smoke-psnet" / "manifest.json").read_text())  # the pushed files ran, not the remote's
+    assert used["experiment"] == "results/remote-inputs/smoke-psnet/smoke-psnet.yaml"
+    assert used["topology_file"].endswith("results/remote-inputs/smoke-psnet/topology/psnet-testbed.yaml")
+
+
+@pytest.mark.tf
+def test_ctrl_c_of_a_remote_run_tears_it_down(loopback_remote, tmp_path, no_leftovers):
+    p = subprocess.Popen(
+        loopback_remote.testbed(
+            "--env",
+            f"PSNET_LOCK_WAIT_S={os.environ.get('PSNET_LOCK_WAIT_S', '0')}",
+            "--results",
+            str(tmp_path),
+            "run",
+            "workloads/experiments/smoke-psnet.yaml",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        seen = _read_until(p, b"smoke-psnet steps", 2400)  # the job is stepping: network and TF are up
+        assert b"smoke-psnet steps" in seen, seen[-2000:]
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    out = seen + out
+    assert p.returncode == 130, (p.returncode, out[-2000:], err)
+    assert b"interrupted; everything was torn down" in out  # the remote testbed's own teardown line
+    assert b"interrupted; the command on 127.0.0.1 ended (exit 130)" in err
+    deadline = time.monotonic() + 10
+    while len(loopback_remote.pids()) > 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert loopback_remote.pids() == [loopback_remote.sshd.pid]  # type: ignore[union-attr]
+    # no_leftovers: no bridge, no controller once the lock is free
