@@ -9,7 +9,8 @@ What moves (paths on the remote side are inside its checkout, DIR, default ~/psn
 - run EXP: pushes EXP (its `topology` pointed at the copy) and its topology into
   results/remote-inputs/NAME/, runs `testbed run`, fetches results/NAME/.
 - replay FIG|all: pushes workloads/figures/FIG.yaml and the topologies/ files its points name
-  (they replace the remote checkout's), runs `testbed replay`, fetches results/FIG/ (FIG-quick/).
+  (with --quick, its quick points'; they replace the remote checkout's), runs `testbed replay`,
+  fetches results/FIG/ (FIG-quick/).
 - topo check|show FILE: pushes FILE into results/remote-inputs/topologies/; show fetches its
   drawing results/topologies/NAME.png.
 - doctor: nothing moves. setup: runs scripts/setup.sh in the checkout (as root: --sudo).
@@ -111,13 +112,15 @@ def _plan_run(path: Path) -> Plan:
 
 
 def _plan_replay(ns: argparse.Namespace, verbose: list[str]) -> Plan:
+    from testbed.sweep import points_to_run
+
     names = figure_names() if ns.figure == "all" else [ns.figure]
     push: list[tuple[bytes, str]] = []
     topologies: set[str] = set()
     for name in names:
         fig = load_figure(name)  # unknown name or bad file: one line, before connecting
         push.append(((FIGURES / f"{name}.yaml").read_bytes(), f"workloads/figures/{name}.yaml"))
-        topologies |= {p.topology for p in fig.points}
+        topologies |= {p.topology for p in points_to_run(fig, ns.quick)}  # --quick: its points only
     for t in sorted(topologies):
         parts = PurePosixPath(t).parts
         if not parts or not all(is_safe_name(part) for part in parts):

@@ -477,3 +477,17 @@ def test_ctrl_c_of_a_remote_run_tears_it_down(loopback_remote, tmp_path, no_left
         time.sleep(0.2)
     assert loopback_remote.pids() == [loopback_remote.sshd.pid]  # type: ignore[union-attr]
     # no_leftovers: no bridge, no controller once the lock is free
+
+
+def test_replay_plan_pushes_the_figure_and_the_topologies_of_the_points_it_runs():
+    from testbed.cli import build_parser
+    from testbed.figure import load_figure
+    from testbed.remote import plan
+    from testbed.sweep import points_to_run
+
+    ns = build_parser().parse_args(["replay", "fig10", "--quick", "--no-progress"])
+    p = plan(ns)
+    quick = {pt.topology for pt in points_to_run(load_figure("fig10"), quick=True)}
+    assert [rel for _, rel in p.push] == ["workloads/figures/fig10.yaml", *(f"topologies/{t}" for t in sorted(quick))]
+    assert all(data == (ROOT / rel).read_bytes() for data, rel in p.push)
+    assert p.argv == ["replay", "fig10", "--quick", "--no-progress"] and p.fetch == ["fig10-quick"]
