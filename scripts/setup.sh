@@ -7,7 +7,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 venv="$top/.venv"
-apt_pkgs=(mininet openvswitch-switch iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin python3-mpi4py python3-simgrid)
+apt_pkgs=(mininet openvswitch-switch openssh-server iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin python3-mpi4py python3-simgrid)
 
 log() { printf 'setup: %s\n' "$*"; }
 
