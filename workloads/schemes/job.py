@@ -36,6 +36,7 @@ from workloads.schemes.emulated import run_in_testbed
 from workloads.schemes.gst import formula_s
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 from workloads.schemes.host import verify_sums
+from workloads.schemes.launch import read_rows
 from workloads.schemes.schedule import (
     ELEM_BYTES,
     Schedule,
@@ -45,6 +46,7 @@ from workloads.schemes.schedule import (
     host_bytes,
 )
 from workloads.schemes.timeline_run import SchemeTimeline
+from workloads.stall import ProgressWatch
 from workloads.stats import describe
 
 LOG = logging.getLogger(__name__)
@@ -130,6 +132,28 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
 
 
+def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
+    """A stall watch over the engine's hosts: armed when every host is connected (its ready line),
+    progress is any host finishing an iteration or a link moving bytes."""
+
+    def lines(h: str) -> list[dict]:
+        return read_rows(run_dir / f"{h}.jsonl")
+
+    def doing() -> str:
+        parts = []
+        for h in hosts:
+            its = [r["iteration"] for r in lines(h) if "iteration" in r]
+            parts.append(f"{h}: " + (f"iteration {its[-1]} done" if its else "no iteration done"))
+        return "; ".join(parts)
+
+    return ProgressWatch(
+        ready=lambda: all(lines(h) for h in hosts),
+        count=lambda: sum(1 for h in hosts for r in lines(h) if "iteration" in r),
+        windows=windows,
+        doing=doing,
+    )
+
+
 def run_scheme_job(
     exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
 ) -> dict[str, Any]:
@@ -158,10 +182,14 @@ def run_scheme_job(
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
+        stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
+
+        def tick() -> None:
+            timeline.tick()
+            stall.check()
+
         try:
-            run = run_in_testbed(
-                tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=timeline.tick
-            )
+            run = run_in_testbed(tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick)
         except (RuntimeError, Unrecoverable) as err:
             error = str(err)
             run = None
