@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_hardware(s: dict) -> None:
     """A hardware run's servers (data-plane NIC bytes, CPU) where an emulated run prints its verdict."""
-    print(f"  model applies {s['prediction_applies']}")
+    print(f"  model         {s['prediction_applies']}")
     for name, v in s["hardware"]["servers"].items():
         cpu = "-" if v["cpu_mean"] is None else f"{v['cpu_mean']:.0%} mean, {v['cpu_p95']:.0%} p95 of {v['cpus']} CPUs"
         print(

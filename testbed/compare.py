@@ -70,9 +70,6 @@ def rows(a: Run, b: Run) -> list[tuple[str, str, str]]:
         ("BCT p50", _s(ba.get("p50")), _s(bb.get("p50"))),
         ("model BCT", _model(sa), _model(sb)),
     ]
-    for label, s in (("a", sa), ("b", sb)):
-        if s.get("prediction_applies"):
-            out.append((f"model applies ({label})", s["prediction_applies"], ""))
     pa, pb = sa.get("bytes_per_ps") or {}, sb.get("bytes_per_ps") or {}
     for i, key in enumerate(sorted(set(pa) | set(pb))):
         out.append((f"PS {i} placed", _mb(pa.get(key)), _mb(pb.get(key))))
@@ -90,7 +87,11 @@ def compare(a: Run, b: Run) -> str:
     table = [("", a.label, b.label), *rows(a, b)]
     w0 = max(len(r[0]) for r in table)
     w1 = max(len(r[1]) for r in table)
-    return "\n".join(f"{r[0]:{w0}s}  {r[1]:{w1}s}  {r[2]}".rstrip() for r in table)
+    lines = [f"{r[0]:{w0}s}  {r[1]:{w1}s}  {r[2]}".rstrip() for r in table]
+    for run in (a, b):  # a real run's model is about the topology file's network: say when it holds
+        if run.summary.get("prediction_applies"):
+            lines.append(f"{run.label}: model is {run.summary['prediction_applies']}")
+    return "\n".join(lines)
 
 
 def _job(s: dict) -> str:

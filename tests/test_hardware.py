@@ -214,6 +214,7 @@ def test_a_tiny_job_runs_on_two_servers_and_reports_bct_and_nic_bytes(servers, e
         timeout=600,
         cwd=ROOT,
     )
+    print(r.stdout)  # shown with pytest -rP
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{name}: tiny W=2 P=1" in r.stdout and "BCT measured" in r.stdout
     assert "server server1 (ps1_1, w1_1_1): eth1 rx" in r.stdout
@@ -237,6 +238,7 @@ def test_a_tiny_job_runs_on_two_servers_and_reports_bct_and_nic_bytes(servers, e
 
     cmp = subprocess.run([*TESTBED, "compare", str(ROOT / "results" / name), name], capture_output=True, text=True)
     assert cmp.returncode == 0, cmp.stderr
+    print(cmp.stdout)
     assert "mode" in cmp.stdout and "hardware" in cmp.stdout and "ps1_1:" in cmp.stdout
 
 

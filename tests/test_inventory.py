@@ -134,4 +134,6 @@ def test_compare_sets_an_emulated_and_a_real_run_side_by_side():
     table = compare(Run("emu", emulated), Run("real", real))
     lines = table.splitlines()
     assert lines[1].split() == ["mode", "emulated", "hardware"]
-    assert "ps1_1: 3.000 MB" in table and "1.50x" in lines[-1] and "when the network is that" in table
+    assert (
+        "ps1_1: 3.000 MB" in table and "1.50x" in lines[-2] and lines[-1] == "real: model is when the network is that"
+    )

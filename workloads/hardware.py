@@ -79,7 +79,7 @@ def applies(net: Network) -> str:
     rates = sorted({ln.mbps for ln in net.links if net.nodes[ln.a].is_host or net.nodes[ln.b].is_host})
     shown = ", ".join(f"{r:g}" for r in rates)
     return (
-        f"the model of {net.name} at its emulated rates (host links {shown} Mbit/s, the paper's / scale "
+        f"{net.name}'s at its emulated rates (host links {shown} Mbit/s, the paper's / scale "
         f"{net.spec.scale:g}): it applies when the real network is that topology at those rates"
     )
 
