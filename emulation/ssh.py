@@ -19,7 +19,9 @@ import select
 import shutil
 import socket
 import stat
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -288,3 +290,84 @@ def get_tree(sftp: paramiko.SFTPClient, remote: str, local: Path) -> tuple[int, 
             continue
         files, size = files + f, size + b
     return files, size
+
+
+class SSHProcess:
+    """A command running on another machine, shaped like subprocess.Popen for the callers that only
+    read its lines and end it (stdout, poll, wait, returncode, kill).
+
+    It runs in a pty, so stderr arrives merged into stdout (as with stderr=STDOUT) and ending it
+    works like a user's: `kill` sends Ctrl-C through the pty (SIGINT to the command), then closes
+    the channel, at which sshd hangs the pty up and the command gets SIGHUP: a process blocked in
+    native code, where Python never sees the SIGINT, still ends. `pid` is the remote pid when
+    `command` ends by exec-ing the process (it is the shell's, printed first)."""
+
+    #: what the remote shell prints first, so the remote pid is known
+    PID_MARK = "psnet-pid "
+
+    def __init__(self, client: paramiko.SSHClient, command: str, label: str) -> None:
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise SSHError(f"{label}: the SSH connection is closed; cannot start {command.split()[0]}")
+        self.label = label
+        self.returncode: int | None = None
+        self._chan = transport.open_session()
+        self._chan.get_pty(term="dumb", width=500, height=24)
+        self._chan.exec_command(f"echo {self.PID_MARK}$$; {command}")
+        self._out = self._chan.makefile("r")
+        first = self._out.readline()
+        self.pid: int | None = int(first.split()[-1]) if first.startswith(self.PID_MARK) else None
+        self.stdout = self._lines("" if self.pid is not None else first)
+
+    def _lines(self, first: str) -> Iterator[str]:
+        """The command's output lines (pty line ends turned back into "\\n")."""
+        if first:
+            yield first.replace("\r\n", "\n")
+        for line in self._out:
+            yield line.replace("\r\n", "\n")
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._chan.exit_status_ready():
+            self.returncode = self._chan.recv_exit_status()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status; subprocess.TimeoutExpired after `timeout` seconds, as Popen.wait."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if self._chan.closed and not self._chan.exit_status_ready():
+                self.returncode = -1  # closed before it reported a status (killed, connection gone)
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.label, timeout or 0.0)
+            time.sleep(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self, grace_s: float = 2.0) -> None:
+        """Ctrl-C through the pty, up to `grace_s` for it to end, then close the channel (SIGHUP)."""
+        if self.poll() is not None or self._chan.closed:
+            return
+        try:
+            self._chan.send(INTERRUPT)
+        except (OSError, paramiko.SSHException):
+            pass
+        deadline = time.monotonic() + grace_s
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.returncode is None:
+            self._chan.close()
+
+
+def run_text(client: paramiko.SSHClient, command: str, timeout_s: float = 10.0) -> str:
+    """A short command's stdout (no pty), e.g. reading /proc; SSHError if it fails."""
+    try:
+        _, out, err = client.exec_command(command, timeout=timeout_s)
+        text = out.read().decode(errors="replace")
+        status = out.channel.recv_exit_status()
+    except (OSError, paramiko.SSHException) as e:
+        raise SSHError(f"{command.split()[0]} over SSH failed: {_one_line(e)}") from None
+    if status != 0:
+        raise SSHError(
+            f"{command.split()[0]} over SSH exited {status}: {_one_line(err.read().decode(errors='replace'))}"
+        )
+    return text

@@ -6,6 +6,8 @@ testbed topo show FILE          nodes, links, rates, addresses, circuit map, PNG
 testbed topo check FILE         build, route, measure; table of verdicts; exit 1 on a FAIL
 testbed topo up FILE            bring it up and drop into Mininet's CLI
 testbed remote HOST COMMAND     run, replay, topo check/show, doctor or setup on another machine over SSH
+testbed run EXP --hosts INV     the experiment's job on real servers (hardware mode)
+testbed compare RUN_A RUN_B     two runs side by side (emulated vs real)
 """
 
 from __future__ import annotations
@@ -95,7 +97,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from workloads.runner import run_experiment
 
-    res = run_experiment(args.experiment, progress=not args.no_progress)
+    hosts = Path(args.hosts) if args.hosts else None  # an inventory: real servers (workloads.hardware)
+    if hosts is not None and not args.verbose:  # paramiko's transport chatter; failures are our one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    res = run_experiment(args.experiment, progress=not args.no_progress, hosts=hosts)
     s = res.summary
     if s.get("scheme"):
         _print_scheme_run(s, res.out_dir)
@@ -124,10 +129,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         jb = js["bct_s"]
         print(f"  job {name:9s} W={js['workers']} P={js['ps']}: BCT mean {jb['mean']:.3f} s (n={jb['n']})")
     f = s["fidelity"]
-    print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    if s.get("hardware"):
+        _print_hardware(s)
+    else:
+        print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
     if s.get("timeline"):
         _print_timeline(s["timeline"])
     print(f"  results       {res.out_dir}")
+    return 0
+
+
+def _print_hardware(s: dict) -> None:
+    """A hardware run's servers (data-plane NIC bytes, CPU) where an emulated run prints its verdict."""
+    print(f"  model         {s['prediction_applies']}")
+    for name, v in s["hardware"]["servers"].items():
+        cpu = "-" if v["cpu_mean"] is None else f"{v['cpu_mean']:.0%} mean, {v['cpu_p95']:.0%} p95 of {v['cpus']} CPUs"
+        print(
+            f"  server {name} ({', '.join(v['plays'])}): {v['nic']} rx {v['rx_bytes'] / 1e6:.2f} MB tx "
+            f"{v['tx_bytes'] / 1e6:.2f} MB over {v['seconds']:.1f} s; CPU {cpu}"
+        )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from testbed.compare import compare, load_run
+
+    print(compare(load_run(args.run_a), load_run(args.run_b)))
     return 0
 
 
@@ -364,7 +390,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
     r.set_defaults(func=cmd_run)
+    cp = sub.add_parser("compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
+    cp.add_argument("run_a", help="a results folder, or a run name under results/")
+    cp.add_argument("run_b")
+    cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("replay", help="replay a figure of the PSNet paper (fig1 fig9 fig10 fig11 fig12 fig13 all)")
     rp.add_argument("figure")
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")

@@ -52,9 +52,16 @@ class RunResult:
     summary: dict
 
 
-def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
-    """Run an experiment file; results in results/<name>/ (see `run_job`)."""
+def run_experiment(
+    path: str | Path, results: Path = REPO / "results", progress: bool = True, hosts: Path | None = None
+) -> RunResult:
+    """Run an experiment file; results in results/<name>/ (see `run_job`). With `hosts` (an
+    inventory file) it runs on those real servers instead (workloads.hardware)."""
     exp, topo, topo_path = load_experiment(path)
+    if hosts is not None:
+        from workloads.hardware import run_hardware
+
+        return run_hardware(exp, topo, str(topo_path), results / exp.name, hosts, progress, source=str(path))
     return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
 
 
