@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.test_remote import _processes, keygen, sh
+from tests.sshd_helpers import keygen, processes, sh
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 
@@ -111,7 +111,7 @@ class Servers:
         for i, ns in enumerate(self.netns):
             listener = self.sshd[i].pid if i < len(self.sshd) else None
             others = []
-            for p in _processes(self.pids(i)):
+            for p in processes(self.pids(i)):
                 with contextlib.suppress(psutil.NoSuchProcess):
                     if p.pid != listener:
                         others.append(" ".join(p.cmdline())[:160])
@@ -119,7 +119,7 @@ class Servers:
         return out
 
     def stop(self) -> None:
-        left = [p for i in range(2) for p in _processes(self.pids(i))] if self.netns else []
+        left = [p for i in range(2) for p in processes(self.pids(i))] if self.netns else []
         for d in self.sshd:
             d.terminate()
             try:
@@ -127,7 +127,7 @@ class Servers:
             except subprocess.TimeoutExpired:
                 d.kill()
                 d.wait()
-        for proc in left + [p for i in range(2) for p in _processes(self.pids(i))]:
+        for proc in left + [p for i in range(2) for p in processes(self.pids(i))]:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
         for ns in [*self.netns, self.switch]:

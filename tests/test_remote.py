@@ -26,6 +26,8 @@ import psutil
 import pytest
 import yaml
 
+from tests.sshd_helpers import keygen, processes, sh
+
 pytestmark = pytest.mark.root
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,15 +45,6 @@ exit "${SETUP_EXIT:-0}"
 """
 
 
-def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, check=check)
-
-
-def keygen(path: Path) -> Path:
-    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "psnet-test", "-f", str(path))
-    return path
-
-
 def make_checkout(dest: Path, venv: bool = True) -> Path:
     """A remote testbed: the code of this checkout, a stand-in setup.sh, this venv."""
     for d in ("topologies", "controller", "emulation", "workloads", "testbed", "benchmarks"):
@@ -62,14 +55,6 @@ def make_checkout(dest: Path, venv: bool = True) -> Path:
     if venv:
         (dest / ".venv").symlink_to((ROOT / ".venv").resolve())
     return dest
-
-
-def _processes(pids: list[int]) -> list[psutil.Process]:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            out.append(psutil.Process(pid))
-    return out
 
 
 class Remote:
@@ -146,7 +131,7 @@ class Remote:
     def stop(self) -> None:
         """Kill sshd and anything left in its namespace (only processes this test started there), then
         remove the namespace and the veth pair."""
-        left = _processes(self.pids())  # psutil refuses to signal a pid that was reused meanwhile
+        left = processes(self.pids())  # psutil refuses to signal a pid that was reused meanwhile
         if self.sshd is not None:
             self.sshd.terminate()
             try:
@@ -154,7 +139,7 @@ class Remote:
             except subprocess.TimeoutExpired:
                 self.sshd.kill()
                 self.sshd.wait()
-        for proc in left + _processes(self.pids()):
+        for proc in left + processes(self.pids()):
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
         if self.netns:
