@@ -120,6 +120,7 @@ class JobRun:
         workers: list[str],
         events: queue.Queue,
         checkpoint_dir: Path | None = None,
+        pad_s: float = 0.0,
     ) -> None:
         self.tb = tb
         self.spec = spec
@@ -128,6 +129,7 @@ class JobRun:
         self.workers = list(workers)
         self.events = events
         self.checkpoint_dir = checkpoint_dir
+        self.pad_s = pad_s  # workers sleep this long per step (host_time: full, workloads.hosttime)
         self.procs: list[Proc] = []
         self.attempt = 0
         self.restarts: list[dict] = []  # one per failover: failed PS, standby, steps lost
@@ -154,6 +156,8 @@ class JobRun:
         argv += ["--seed", str(j.seed), "--threads", str(j.threads), "--deadline-s", f"{j.deadline_s:g}"]
         if self.checkpoint_dir is not None:
             argv += ["--checkpoint-dir", str(self.checkpoint_dir), "--checkpoint-every", str(j.checkpoint_every)]
+        if job == "worker" and self.pad_s > 0:
+            argv += ["--pad-s", f"{self.pad_s:.6g}"]
         p = self.tb.host(host).popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=str(REPO)
         )
