@@ -1,7 +1,8 @@
 """Run one experiment: network up, TF PS job(s) inside the hosts, results written, all torn down.
 
-This module is the orchestration only: it checks the jobs against the topology, sizes them and
-asks the model for its prediction (workloads.predict), brings the network up with the fidelity
+This module is the orchestration only: it checks the jobs against the topology, sizes them, gets
+the pad of a job in `host_time: full` (workloads.hosttime: measured once, cached), asks the model
+for its prediction (workloads.predict), brings the network up with the fidelity
 monitor beside it, starts the jobs (workloads.procs) and runs the event loop, then has the
 results written (workloads.results). The event loop feeds each process line to its job, follows
 the first job's chief with a progress bar and applies the experiment's timeline
