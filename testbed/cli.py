@@ -5,6 +5,7 @@ testbed clean [--all]           remove leftovers of crashed runs (only this test
 testbed topo show FILE          nodes, links, rates, addresses, circuit map, PNG drawing
 testbed topo check FILE         build, route, measure; table of verdicts; exit 1 on a FAIL
 testbed topo up FILE            bring it up and drop into Mininet's CLI
+testbed remote HOST COMMAND     run, replay, topo check/show, doctor or setup on another machine over SSH
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from pathlib import Path
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
+from emulation.ssh import SSHError
 from topologies.schema import InputError
 from workloads.runner import RunError
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
 #: timeline errors are all InputError)
-USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError, SSHError)
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
@@ -147,6 +149,15 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
         print(f"  sums          {'exact on every worker' if not s['sum_problems'] else s['sum_problems'][0]}")
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    tl = s.get("timeline")
+    if tl:
+        draws = [e for e in tl["events"] if e["action"] == "pause_senders"]
+        if draws:
+            hosts = {h for e in draws for h in e["target"].split(" for ")[0].split(",")}
+            print(f"  paused        {len(draws)} draws over {len(hosts)} hosts (each in events.csv)")
+        network = [e for e in tl["events"] if e["action"] != "pause_senders"]
+        if network or tl.get("not_applied"):
+            _print_timeline({**tl, "events": network})
     print(f"  results       {out_dir}")
 
 
@@ -280,6 +291,67 @@ def speedup_table(out: Path) -> str:
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
 
 
+def cmd_remote(args: argparse.Namespace) -> int:
+    """`testbed remote HOST [options] COMMAND ...` (testbed.remote): the options may come before or
+    after HOST; the command is parsed by this parser, so it takes what it takes locally."""
+    from emulation.ssh import Endpoint
+    from testbed.remote import COMMANDS, Options, parse_env, plan, run_remote, split_argv
+
+    if not args.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    options = _remote_options(argparse.ArgumentParser(prog=f"testbed remote {args.host}"))
+    value_options = {s for a in options._actions if a.nargs != 0 for s in a.option_strings}
+    opt_words, words = split_argv(args.remote_command, value_options)
+    options.parse_args(opt_words, namespace=args)
+    if not words or words[0] not in COMMANDS:
+        raise InputError(
+            f"remote {args.host}: give a command: run EXP | replay FIG | topo check FILE | topo show FILE | doctor | "
+            "setup"
+        )
+    if words[0] == "setup":
+        if len(words) > 1:
+            raise InputError(f"remote {args.host} setup: takes no arguments, got {' '.join(words[1:])}")
+        ns = argparse.Namespace(command="setup")
+    else:
+        ns = build_parser().parse_args(words)
+    ns.verbose = args.verbose
+    endpoint = Endpoint(
+        host=args.host,
+        port=args.port,
+        user=args.user,
+        key=Path(args.key) if args.key else None,
+        known_hosts=Path(args.known_hosts),
+        accept_new_host_key=args.accept_new_host_key,
+        timeout_s=args.connect_timeout,
+        ssh_config=Path(args.ssh_config),
+    )
+    opts = Options(path=args.path, sudo=args.sudo, env=parse_env(args.env), results=Path(args.results))
+    return run_remote(endpoint, plan(ns), opts)
+
+
+def _remote_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    from testbed.figure import REPO
+
+    p.add_argument("--user", default=None, help="login name (default: ~/.ssh/config's User, else yours)")
+    p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/id_*)")
+    p.add_argument("--port", type=int, default=None, help="SSH port (default: ~/.ssh/config's Port, else 22)")
+    p.add_argument("--path", default=None, help="the remote checkout (default ~/psnet-testbed)")
+    p.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust a host key not yet in known_hosts and save it there (a changed key is always refused)",
+    )
+    p.add_argument("--known-hosts", default="~/.ssh/known_hosts", help="host keys checked (default: %(default)s)")
+    p.add_argument("--ssh-config", default="~/.ssh/config", help="Host aliases read from (default: %(default)s)")
+    p.add_argument("--sudo", action="store_true", help="run the command with sudo -n (the remote login is not root)")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="set in the remote command's environment"
+    )
+    p.add_argument("--results", default=str(REPO / "results"), help="where fetched results go (default: %(default)s)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to wait for the host")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="testbed", description="PSNet/FatTree/BCube emulation testbed")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -332,6 +404,19 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a workloads.schemes name (ring, ...)")
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
     sm.set_defaults(func=cmd_simulate)
+    rm = _remote_options(
+        sub.add_parser(
+            "remote",
+            help="run a command on another machine over SSH: push its files, stream its output, fetch its results",
+            description="testbed remote HOST [options] run EXP | replay FIG | topo check FILE | topo show FILE | "
+            "doctor | setup",
+        )
+    )
+    rm.add_argument("host", help="host name, address or ~/.ssh/config alias")
+    rm.add_argument(
+        "remote_command", nargs=argparse.REMAINDER, help="options above, then the command and its arguments"
+    )
+    rm.set_defaults(func=cmd_remote)
     return p
 
 

@@ -109,7 +109,7 @@ def load_figure(name: str) -> Figure:
 
 
 #: how each metric is named in tables and plots
-METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync time per iteration)"}
+METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync per iteration)"}
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

@@ -313,7 +313,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
     else:
-        fig_, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * len(series) / 2), 4))
+        fig_, ax = plt.subplots(figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 4.5))
         width = 0.8 / max(1, len(series))
         for i, s in enumerate(series):
             xs, ys, errs = [], [], []
@@ -325,7 +325,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     errs.append(_err(r))
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
         ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated; error bars: 95% CI)")
+        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated; bars: 95% CI)", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
