@@ -119,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  BCT model     min {pred['bct_min_s']:.3f} s  max {pred['bct_max_s']:.3f} s  ({pred['equation']}; "
             f"T_push {pred['t_push_s']:.3f} s, T_compute {pred['t_compute_s']:.3f} s)"
         )
+    print(host_time_line(s.get("host_time") or {}))
     placed = s.get("predicted_placement") or {}
     if placed.get("bct_max_s"):
         print(
@@ -237,6 +238,17 @@ def cmd_bct(args: argparse.Namespace) -> int:
     print(f"  T_compute {pred.t_compute_s:.3f} s  T_ps_update {pred.t_ps_update_s:.3f} s")
     print(f"  BCT_min {pred.bct_min_s:.3f} s   BCT_max {pred.bct_max_s:.3f} s   (paper-equivalent seconds)")
     return 0
+
+
+def host_time_line(ht: dict) -> str:
+    """`testbed run`'s line on the job's host-time mode (workloads.hosttime)."""
+    if ht.get("mode") != "full":
+        return "  host time     scaled: the run's own at its scaled model size (job.host_time: full pads to full size)"
+    f = ht["full"]
+    return (
+        f"  host time     full: every step padded {ht['pad_s']:.3f} s (full size {ht['full_s']:.3f} s = worker "
+        f"{f['worker_s']:.3f} + PS {f['ps_s']:.3f}; at this run's size {ht['scaled_s']:.3f} s)"
+    )
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

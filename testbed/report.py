@@ -430,7 +430,10 @@ def write_report(
         points=[point_result(r, notes.get(r.point.id, "")) for r in rows],
         claims=evaluate(fig.claims, rows, reference),
     )
-    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows, reference)
+    compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
+    if fig.compare and not quick:
+        compared = collect(out, [fig.compare.point(p) for p in points], fig.compare.repeat, fig.metric)
+    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
     write_csv(rep.points, out / "summary.csv")
     plot(fig, rows, out / f"{fig.figure}.png")
     if rep.ratio_curves:

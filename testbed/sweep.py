@@ -15,7 +15,9 @@ the same scale when it stalled (workloads.stall). The first attempt's summary is
 A kept repetition that is not faithful and was not retried yet is retried on resume.
 
 Figure files live in workloads/figures/<figure>.yaml (documented in its README.md); `--quick` runs
-the file's `quick` subset with its reduced job: the same code path, in about a minute.
+the file's `quick` subset with its reduced job: the same code path, in about a minute. A figure's
+`compare` runs every point once more with other job fields (Fig. 13: the other host-time mode),
+into results/<figure>/points/<id>.<name>/rep<k>/, after the figure's own runs (not in --quick).
 """
 
 from __future__ import annotations
@@ -85,12 +87,16 @@ def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
     return rate * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
 
 
-def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
+def point_experiment(fig: Figure, point: Point, quick: bool, compare: bool = False) -> ExperimentSpec:
+    """The point's run; `compare`: its comparison run (the figure's `compare` job fields on top)."""
     job = {**fig.job, **point.job}
     compress = fig.compress
     if quick and fig.quick:
         job.update(fig.quick.job)
         compress = fig.quick.compress or compress
+    if compare and fig.compare:
+        job.update(fig.compare.job)
+        point = fig.compare.point(point)
     return ExperimentSpec(
         name=f"{fig.figure}-{point.id}",
         topology=point.topology,
@@ -115,6 +121,19 @@ def repetitions(fig: Figure, quick: bool, repeat: int | None = None) -> int:
     if repeat:
         return repeat
     return fig.quick.repeat if quick and fig.quick else fig.repeat
+
+
+def runs(fig: Figure, quick: bool, reps: int) -> list[tuple[Point, int, bool]]:
+    """(point, repetition, is a comparison run) of a sweep: every point `reps` times, then, unless
+    quick, every point `compare.repeat` times with the figure's `compare` job fields."""
+    todo = [(p, k, False) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
+    if fig.compare and not quick:
+        todo += [(p, k, True) for p in points_to_run(fig, quick) for k in range(1, fig.compare.repeat + 1)]
+    return todo
+
+
+def run_dir(out: Path, fig: Figure, point: Point, rep: int, compare: bool) -> Path:
+    return rep_dir(out, fig.compare.point(point) if compare and fig.compare else point, rep)
 
 
 def finished(d: Path) -> dict | None:
@@ -193,31 +212,29 @@ def run_figure(
     fig = load_figure(name)
     out = results / (f"{name}-quick" if quick else name)
     reps = repetitions(fig, quick, repeat)
-    todo = [(p, k) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
+    todo = runs(fig, quick, reps)
     if fresh:
-        for p, k in todo:
-            (rep_dir(out, p, k) / "summary.json").unlink(missing_ok=True)
+        for p, k, cmp in todo:
+            (run_dir(out, fig, p, k, cmp) / "summary.json").unlink(missing_ok=True)
     notes: dict[str, str] = {}
     ran = False
     t0 = time.monotonic()
     bar = tqdm(todo, desc=f"{name}", unit="run", disable=not progress)
-    for point, k in bar:
-        d = rep_dir(out, point, k)
+    for point, k, cmp in bar:
+        d = run_dir(out, fig, point, k, cmp)
         spec, source, note = point_topology(fig, point)
         if note:
             notes[point.id] = note
         if not needs_run(d):
-            bar.set_postfix_str(f"{point.id} rep{k}: kept")
+            bar.set_postfix_str(f"{d.parent.name} rep{k}: kept")
             continue
-        bar.set_postfix_str(f"{point.id} rep{k}")
+        bar.set_postfix_str(f"{d.parent.name} rep{k}")
         ran = True
-        run_repetition(point_experiment(fig, point, quick), spec, source, d, f"{FIGURES / name}.yaml#{point.id}")
+        exp = point_experiment(fig, point, quick, compare=cmp)
+        run_repetition(exp, spec, source, d, f"{FIGURES / name}.yaml#{d.parent.name}")
     bar.close()
-    queued = sum(
-        json.loads((rep_dir(out, p, k) / "summary.json").read_text()).get("timings", {}).get("lock_wait_s", 0.0)
-        for p, k in todo
-        if (rep_dir(out, p, k) / "summary.json").exists()
-    )
+    summaries = [run_dir(out, fig, p, k, cmp) / "summary.json" for p, k, cmp in todo]
+    queued = sum(json.loads(f.read_text()).get("timings", {}).get("lock_wait_s", 0.0) for f in summaries if f.exists())
     wall = time.monotonic() - t0
     if ran:  # a resume that only kept finished runs keeps the last sweep's time
         (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))

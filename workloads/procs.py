@@ -103,6 +103,7 @@ class JobRun:
         workers: list[str],
         events: queue.Queue,
         checkpoint_dir: Path | None = None,
+        pad_s: float = 0.0,
     ) -> None:
         self.tb = tb
         self.hosts = as_hosts(tb) if tb is not None else None  # None: tests that start nothing
@@ -112,6 +113,7 @@ class JobRun:
         self.workers = list(workers)
         self.events = events
         self.checkpoint_dir = checkpoint_dir
+        self.pad_s = pad_s  # workers sleep this long per step (host_time: full, workloads.hosttime)
         self.procs: list[Proc] = []
         self.attempt = 0
         self.restarts: list[dict] = []  # one per failover: failed PS, standby, steps lost
@@ -136,6 +138,8 @@ class JobRun:
         argv += ["--seed", str(j.seed), "--threads", str(j.threads), "--deadline-s", f"{j.deadline_s:g}"]
         if self.checkpoint_dir is not None:
             argv += ["--checkpoint-dir", str(self.checkpoint_dir), "--checkpoint-every", str(j.checkpoint_every)]
+        if job == "worker" and self.pad_s > 0:
+            argv += ["--pad-s", f"{self.pad_s:.6g}"]
         p = self.hosts.popen(host, argv)
         proc = Proc(host, job, task, p, self, self.attempt)
         threading.Thread(target=self._read, args=(proc,), daemon=True).start()

@@ -1,7 +1,8 @@
 """Run one experiment: network up, TF PS job(s) inside the hosts, results written, all torn down.
 
-This module is the orchestration only: it checks the jobs against the topology, sizes them and
-asks the model for its prediction (workloads.predict), brings the network up with the fidelity
+This module is the orchestration only: it checks the jobs against the topology, sizes them, gets
+the pad of a job in `host_time: full` (workloads.hosttime: measured once, cached), asks the model
+for its prediction (workloads.predict), brings the network up with the fidelity
 monitor beside it, starts the jobs (workloads.procs) and runs the event loop, then has the
 results written (workloads.results). The event loop feeds each process line to its job, follows
 the first job's chief with a progress bar and applies the experiment's timeline
@@ -30,6 +31,7 @@ from emulation.net import Testbed
 from topologies.build import build_network
 from topologies.model import Network, Role
 from topologies.schema import TopologySpec
+from workloads import hosttime
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec, load_experiment
 from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
@@ -100,19 +102,21 @@ def run_job(
     plan = resolve_jobs(exp, net, where)
     planned = plan_timeline(net, exp.timeline, exp.random_failures, where)
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
+    host = _host_times(plan, sizes, topo.scale * exp.compress, where)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # a new job: nothing to restore from
     main = exp.main
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     (out / "manifest.json").write_text(json.dumps(record, indent=1))
-    predicted = {j.name: prediction(net, j, *sizes[j.name]) for j, _, _ in plan}
+    predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
         lines: queue.Queue = queue.Queue()
         jobs = [
-            JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name) for j, ps, workers in plan
+            JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name, _pad(host[j.name]))
+            for j, ps, workers in plan
         ]
         injector = Injector(
             tb,
@@ -140,7 +144,10 @@ def run_job(
     for jr in jobs:
         s = summarize(jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress)
         s["predicted"] = predicted[jr.spec.name]
-        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
+        ht = host[jr.spec.name]
+        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
+        s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time, _pad(ht)
+        s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
         summaries[jr.spec.name] = s
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
@@ -158,6 +165,20 @@ def run_job(
     if error:
         raise failure(f"{error} (partial results kept in {out})")
     return RunResult(exp.name, out, complete, summary)
+
+
+def _host_times(
+    plan: list[tuple[JobSpec, list[str], list[str]]], sizes: dict, factor: float, where: str
+) -> dict[str, hosttime.HostTime | None]:
+    """Each job's full-size host time (measured once per size, cached), None in scaled mode."""
+    try:
+        return {j.name: hosttime.for_spec(j, sizes[j.name][0], len(w), len(ps), factor) for j, ps, w in plan}
+    except hosttime.HostTimeError as err:
+        raise RunError(f"{where}: host_time: full: {err}") from None
+
+
+def _pad(host: hosttime.HostTime | None) -> float:
+    return host.pad_s if host else 0.0
 
 
 def _run_loop(
