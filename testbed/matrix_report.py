@@ -141,7 +141,7 @@ def _status(c: CellResult) -> str:
     if not c.applies:
         return f"n/a: {c.why}"
     if c.gst_mean_s is None and c.bct_mean_s is None:
-        return "failed: " + "; ".join(c.failed)
+        return "; ".join(c.failed) if all(f.endswith("not run") for f in c.failed) else "failed: " + "; ".join(c.failed)
     return "faithful" if c.faithful else f"NOT faithful: {c.fidelity}"
 
 
@@ -222,7 +222,7 @@ def heatmap(rep: MatrixReport, path: Path) -> None:
         if c.gst_mean_s is not None:
             text = f"{c.gst_mean_s:.2f} s" + ("" if c.faithful else "*")
         else:
-            text = "n/a" if not c.applies else "failed"
+            text = "n/a" if not c.applies else "not run" if all(f.endswith("not run") for f in c.failed) else "failed"
         dark = c.gst_mean_s is not None and float(norm[i, j]) > 1 + (top - 1) / 2  # white on the dark half
         ax.text(j, i, text, ha="center", va="center", fontsize=8, color="w" if dark else "k")
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
