@@ -292,6 +292,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from testbed.matrix import run_matrix
+    from testbed.matrix_report import write_matrix_report
+
+    only, progress = args.report_only, not args.no_progress
+    run = run_matrix(Path(args.file), args.quick, args.repeat, args.fresh, progress=progress, report_only=only)
+    write_matrix_report(run)
+    print(f"{run.fig.figure}: {run.out / 'matrix.md'}  {run.out / (run.spec.matrix + '.png')}")
+    return 0
+
+
 def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
@@ -420,6 +431,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--no-progress", action="store_true")
     rp.set_defaults(func=cmd_replay)
+    mx = sub.add_parser("matrix", help="every topology x scheme cell at one rate: table + heat map")
+    mx.add_argument("file", nargs="?", default="workloads/matrix/matrix.yaml")
+    mx.add_argument("--quick", action="store_true", help="the file's few-cell subset (~2-3 min)")
+    mx.add_argument("--repeat", type=int, default=None, help="runs per cell (default: the file's)")
+    mx.add_argument("--fresh", action="store_true", help="rerun cells already finished")
+    mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
+    mx.add_argument("--no-progress", action="store_true")
+    mx.set_defaults(func=cmd_matrix)
     b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
     b.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50", "resnet110", "tiny"])

@@ -32,6 +32,7 @@ from testbed.report import write_report
 from topologies.build import build_network
 from topologies.schema import FIDELITY_BUDGET_MBPS, TopologySpec, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
+from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 
 LOG = logging.getLogger(__name__)
 #: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
@@ -70,13 +71,18 @@ def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
     the 3 hops the budget was measured over). PS jobs: the smaller of what the workers can send and
     what the PSs' cables can take (push and pull alternate, so one direction at a time); worker-
     to-worker schemes (mesh, ring, rat, ...): every worker sending at its rate, over the average
-    path between workers (an upper bound: oversubscribed uplinks carry less)."""
+    path between workers (an upper bound: oversubscribed uplinks carry less); HiPS variants: every
+    server sending on all its NICs at once (h parallel processes), over the paths within its groups."""
     from controller.routing import compute_paths, path_nodes
     from controller.tc import initial_circuits
 
     net = build_network(spec)
     workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
-    if scheme in ("tf-ps", "ps"):
+    digits = net.family.address_digits(net)
+    if scheme in HIPS_VARIANTS and digits:  # every server, on all its NICs at once, within its groups
+        pairs = [(a, b) for a in digits for b in digits if sum(map(int.__ne__, digits[a], digits[b])) == 1]
+        rate = sum(ln.mbps for h in digits for ln in net.links_of(h))
+    elif scheme in ("tf-ps", "ps"):
         pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
         rate = min(workers, sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name)))
     else:
@@ -162,12 +168,15 @@ def needs_run(d: Path) -> bool:
     return s is None or (s["fidelity"]["faithful"] is False and not s.get("retries"))
 
 
-def run_repetition(exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str) -> None:
+def run_repetition(
+    exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str, rescale: bool = True
+) -> None:
     """One repetition, run once more on a stall or an unfaithful result (see the module docstring);
-    a failure after that is logged, and the report marks the repetition as failed."""
+    a failure after that is logged, and the report marks the repetition as failed. `rescale=False`
+    keeps an unfaithful result as it is (a matrix holds every cell at one rate and gradient size)."""
     kept = finished(d)  # a resumed repetition that is not faithful: only its retry is due
     why = retry_reason(kept) if kept else _attempt(exp, spec, source, d, origin)
-    if why is None:
+    if why is None or (not rescale and why[1] != 1.0):
         return
     reason, factor = why
     retry = {"why": reason, "scale": spec.scale, "rerun_scale": spec.scale * factor}
