@@ -34,7 +34,7 @@ from workloads.inventory import Placement, load_inventory, place
 from workloads.predict import choose_width, placement_prediction, prediction
 from workloads.procs import JobRun, RunError, failover
 from workloads.results import manifest, summarize, timeline_outputs, write_lines
-from workloads.runner import RunResult, _run_loop, resolve_jobs
+from workloads.runloop import RunResult, resolve_jobs, run_loop
 from workloads.stall import StallWatch
 
 LOG = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def run_hardware(
         ]
         injector = Injector(cluster, planned, hosts=[], fail_ps=lambda host: failover(jobs, net, host))  # type: ignore[arg-type]
         try:
-            complete = _run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: []))
+            complete = run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: []))
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError

@@ -21,22 +21,20 @@ import json
 import logging
 import queue
 import shutil
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from emulation.fidelity import Monitor
 from emulation.measure import nic_bytes
 from emulation.net import Testbed
 from topologies.build import build_network
-from topologies.model import Network, Role
 from topologies.schema import TopologySpec
 from workloads import hosttime
-from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec, load_experiment
+from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
-from workloads.procs import JobRun, Proc, RunError, failover
+from workloads.procs import JobRun, RunError, failover
 from workloads.results import manifest, summarize, timeline_outputs, write_lines
+from workloads.runloop import RunResult, resolve_jobs, run_loop
 from workloads.stall import StallWatch
 from workloads.steptime import step_split
 
@@ -44,14 +42,6 @@ LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 
 __all__ = ["RunError", "RunResult", "resolve_jobs", "run_experiment", "run_job"]
-
-
-@dataclass
-class RunResult:
-    name: str
-    out_dir: Path
-    complete: bool
-    summary: dict
 
 
 def run_experiment(
@@ -65,25 +55,6 @@ def run_experiment(
 
         return run_hardware(exp, topo, str(topo_path), results / exp.name, hosts, progress, source=str(path))
     return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
-
-
-def resolve_jobs(exp: ExperimentSpec, net: Network, source: str) -> list[tuple[JobSpec, list[str], list[str]]]:
-    """(job, its PS hosts, its worker hosts) for every job; hosts checked against the topology."""
-    out = []
-    for j in exp.all_jobs:
-        ps = list(j.ps) if j.ps is not None else [n.name for n in net.pss()]
-        workers = list(j.workers) if j.workers is not None else [n.name for n in net.workers()]
-        for name, hosts, role in (("ps", ps, Role.PS), ("workers", workers, Role.WORKER)):
-            for h in hosts:
-                if h not in net.nodes or net.nodes[h].role != role:
-                    have = ", ".join(n.name for n in net.by_role(role))
-                    raise ExperimentError(
-                        f"{source}: jobs[{j.name}].{name}: {h} is not a {role.value} of the topology; use one of {have}"
-                    )
-        if not ps or not workers:
-            raise ExperimentError(f"{source}: jobs[{j.name}]: a job needs at least one PS and one worker")
-        out.append((j, ps, workers))
-    return out
 
 
 def run_job(
@@ -125,7 +96,7 @@ def run_job(
             fail_ps=lambda host: failover(jobs, tb.model, host),
         )
         try:
-            complete = _run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
+            complete = run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError
@@ -179,60 +150,3 @@ def _host_times(
 
 def _pad(host: hosttime.HostTime | None) -> float:
     return host.pad_s if host else 0.0
-
-
-def _run_loop(
-    exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progress: bool, stall: StallWatch | None = None
-) -> bool:
-    """Start every job, feed their lines to them, apply the timeline; True when all are done.
-    With `stall`, raises Stalled when the jobs made no progress for a minute (workloads.stall)."""
-    from tqdm import tqdm
-
-    main = jobs[0]
-    deadline = time.monotonic() + max(j.spec.deadline_s for j in jobs)
-    for jr in jobs:
-        jr.start()
-    bar = tqdm(total=main.total_steps, desc=f"{exp.name} steps", unit="step", disable=not progress, leave=False)
-    try:
-        while not all(jr.done for jr in jobs):
-            got = _next(main.events, deadline, min(injector.wait_s(), 1.0), jobs)
-            if got is not None:
-                proc, rec = got
-                proc.owner.handle(proc, rec)
-                if stall is not None:
-                    stall.saw(rec)
-                if proc.owner is main and proc.job == "worker" and proc.task == 0 and proc.attempt == main.attempt:
-                    if injector.t0 is None and _measured_start(main, rec):
-                        injector.start(rec["t_end"] if "t_end" in rec else rec["t"])
-                    if rec["event"] == "iter":
-                        injector.main_step = rec["step"]
-                        bar.n = min(rec["step"], main.total_steps)
-                        bar.refresh()
-            injector.poll()
-            if stall is not None:
-                stall.check()
-    finally:
-        bar.close()
-    return True
-
-
-def _measured_start(main: JobRun, rec: dict) -> bool:
-    """The chief's line that opens the measured steps: ready without warm-up, else the last warm-up step."""
-    if main.spec.warmup == 0:
-        return rec["event"] == "ready"
-    return rec["event"] == "iter" and rec["step"] >= main.spec.warmup
-
-
-def _next(lines: queue.Queue, deadline: float, wait_s: float, jobs: list[JobRun]) -> tuple[Proc, dict] | None:
-    """The next process line, or None after `wait_s`; RunError once the deadline has passed."""
-    if time.monotonic() > deadline:
-        slow = [p for jr in jobs for p in jr.current() if p.job == "worker" and not p.has("done")]
-        who = slow[0] if slow else jobs[0].procs[0]
-        raise RunError(
-            f"deadline of {max(j.spec.deadline_s for j in jobs):g} s passed; {who.host} ({who.job} {who.task}) "
-            f"still running; last lines: {who.tail()}"
-        )
-    try:
-        return lines.get(timeout=max(wait_s, 0.01))
-    except queue.Empty:
-        return None
