@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from emulation.fidelity import Monitor
+from emulation.flows import FlowSampler
 from emulation.net import Testbed
 from topologies.build import build_network
 from topologies.model import Network
@@ -132,6 +133,7 @@ def run_scheme_job(
     error = ""
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
+        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         try:
             run = run_in_testbed(
@@ -142,6 +144,7 @@ def run_scheme_job(
             run = None
         finally:
             verdict = monitor.stop()
+            busiest = flows.stop()
             timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
@@ -183,6 +186,8 @@ def run_scheme_job(
         "sums_checked": job.check,
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
+        "routing": net.spec.routing,
+        "flows_on_busiest_link": busiest.as_dict(),
     }
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
