@@ -16,9 +16,9 @@ two sources the run already has, both without entering the hosts' shells:
   ports; elsewhere it matches the host pair, which every connection of the pair shares.
 
 A host's own first hop (which NIC) comes from the controller's paths, as its routes do. The
-dump holds flows used in the last 10 s (OVS's max-idle), so sampling every few seconds while
-the job runs sees every active connection; the links of each connection are the union over
-samples (a reroute adds the new ones).
+dump holds flows used in the last 10 s (OVS's max-idle), so a connection is followed with one
+dump right after a socket sample sees it move; it is followed again only after the controller
+reroutes, and its links are the union over those (a reroute adds the new ones).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ MIN_BYTES = 64 * 1024
 #: ... and at least this share of the busiest direction's (gRPC pings and TCP's own control
 #: messages are not flows the paper counts)
 MIN_SHARE = 0.01
-PERIOD_S = 5.0
+PERIOD_S = 1.0
 
 
 @dataclass(frozen=True, order=True)
@@ -288,8 +288,9 @@ def _run(argv: list[str]) -> str:
 
 
 def host_sockets(pid: int) -> dict[Stream, int]:
-    """Established TCP sockets of the network namespace of `pid`, with bytes sent and acked."""
-    return parse_ss(_run(["nsenter", "-t", str(pid), "-n", "ss", "-tinHO", "state", "established"]))
+    """Connected TCP sockets (closing ones too, while they keep their counters) of the network
+    namespace of `pid`, with the bytes each has sent and had acknowledged."""
+    return parse_ss(_run(["nsenter", "-t", str(pid), "-n", "ss", "-tinHO", "state", "connected"]))
 
 
 def datapath_flows() -> list[DpFlow]:
@@ -297,9 +298,11 @@ def datapath_flows() -> list[DpFlow]:
 
 
 class FlowSampler(threading.Thread):
-    """Every `period_s` between start() and stop(): each host's sockets and the datapath's flows;
-    each direction that moved since the last sample (or was not followed yet) is followed
-    through the switches."""
+    """Every `period_s` between start() and stop(): each host's sockets (cheap: the kernel's,
+    not ovs-vswitchd's time); a direction that moved and is not followed yet (or all that move,
+    after the controller rerouted) is followed through the switches with one flow dump. The
+    period is short because a connection's bytes are only readable while it is open: a job's
+    last steps close theirs before the run stops the sampler."""
 
     def __init__(
         self,
@@ -310,6 +313,7 @@ class FlowSampler(threading.Thread):
     ) -> None:
         super().__init__(daemon=True, name="flow-sampler")
         self.net, self.pids, self.paths_fn, self.period_s = net, dict(host_pids), paths, period_s
+        self.ips = {n.ip for n in net.hosts()}
         self.history: dict[Stream, list[tuple[float, int]]] = {}
         self.crossed: dict[Stream, set[DirLink]] = {}
         self.paths: Mapping[tuple[str, str], list[Hop]] = {}
@@ -333,7 +337,6 @@ class FlowSampler(threading.Thread):
         return cls(tb.model, {h.name: tb.host(h.name).pid for h in tb.model.hosts()}, paths, period_s)
 
     def start(self) -> FlowSampler:  # type: ignore[override]
-        self.t_start = time.time()
         self._sample()
         super().start()
         return self
@@ -351,19 +354,23 @@ class FlowSampler(threading.Thread):
 
     def _sample_once(self) -> None:
         t = time.time()
-        self.paths = self.paths_fn()
+        self.t_start = self.t_start or t  # the first sample: the baseline of what already existed
+        paths = self.paths_fn()
+        rerouted, self.paths = paths is not self.paths, paths
         moved = []
         for pid in self.pids.values():
             for s, b in host_sockets(pid).items():
+                if s.src_ip not in self.ips or s.dst_ip not in self.ips:
+                    continue  # loopback and other connections that never cross the network
                 seen = self.history.setdefault(s, [])
-                if not seen or b != seen[-1][1]:
+                if not seen or b != seen[-1][1]:  # only changes: the value at any time is the last before it
+                    seen.append((t, b))
                     moved.append(s)
-                seen.append((t, b))
-        todo = set(moved) | {s for s in self.history if s not in self.crossed}  # retry those not followed yet
+        todo = [s for s in moved if rerouted or s not in self.crossed]  # follow each once, again after a reroute
         if not todo:
             return
         flows = by_port(datapath_flows())
-        for s in sorted(todo):
+        for s in todo:
             links = trace(self.net, self.paths, flows, s)
             if links:
                 self.crossed.setdefault(s, set()).update(links)
