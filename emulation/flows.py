@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.routing import Hop
-from topologies.model import Network
+from topologies.model import Network, Role
 
 LOG = logging.getLogger(__name__)
 
@@ -228,9 +228,10 @@ class Busiest:
 
 
 def shared(net: Network, link: DirLink) -> bool:
-    """A switch-switch cable (where connections of different hosts meet)."""
+    """A switch-switch cable, where connections of different hosts meet. An ECS's cables are
+    not: a circuit joins one worker to a ToR (the routing's worker-ToR link)."""
     ln = net.link_at(*link)
-    return not net.nodes[ln.a].is_host and not net.nodes[ln.b].is_host
+    return all(not net.nodes[end].is_host and net.nodes[end].role != Role.ECS for end in (ln.a, ln.b))
 
 
 def link_name(net: Network, link: DirLink) -> str:

@@ -26,6 +26,7 @@ from emulation.flows import (
 )
 from emulation.sampler import tx_bytes
 from topologies.build import build_network, load_network
+from topologies.model import Role
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"
 
@@ -211,29 +212,44 @@ def test_ecmp_c_agrees_with_the_bytes_each_link_carried():
 
 @pytest.mark.root
 def test_balanced_fattree_testbed_measures_c_6_for_a_ps_scheme(tmp_path: Path):
-    """The `ps` scheme (calibrated, no compute) on fattree-testbed: every worker pushes to both
-    PSs and pulls back; the measured C is the paper's 6 and the routes' count."""
-    from emulation.net import Testbed
-    from workloads.schemes.emulated import run_in_testbed
+    """`testbed run` of the `ps` scheme (calibrated, no compute) on fattree-testbed: every worker
+    pushes to both PSs and pulls back; the summary's measured C is the paper's 6, the routes'."""
+    import yaml
 
-    with Testbed(TOPOLOGIES / "fattree-testbed.yaml") as tb:
-        workers = [w.name for w in tb.model.workers()]
-        servers = [p.name for p in tb.model.pss()]
-        cfg = {
-            "scheme": "ps",
-            "workers": workers,
-            "servers": servers,
-            "regions": {w: ("all",) for w in workers},
-            "n_elems": 1_000_000,  # 4 MB: 2 MB to each PS per iteration
-            "mode": "calibrated",
-            "compute_s": 0.0,
-            "seed": 1,
-            "warmup": 0,
-            "iterations": 2,
-            "check": False,
-        }
-        sampler = FlowSampler.of(tb, period_s=0.5).start()
-        run_in_testbed(tb, cfg, workers + servers, tmp_path, timeout_s=180)
-        res = sampler.stop()
-    assert res.unmapped == 0 and res.streams == 24, res  # 12 pushes and 12 pulls
-    assert res.c == 6 == res.from_routes, res
+    from workloads.runner import run_experiment
+
+    exp = tmp_path / "ft-ps-c.yaml"
+    job = {"model": "vgg16", "scheme": "ps", "compute": "calibrated", "compute_s": 0.0, "iterations": 3, "warmup": 1}
+    topology = str(TOPOLOGIES / "fattree-testbed.yaml")
+    exp.write_text(yaml.safe_dump({"name": "ft-ps-c", "topology": topology, "compress": 20, "job": job}))
+    s = run_experiment(exp, results=tmp_path / "results", progress=False).summary
+    c = s["flows_on_busiest_link"]
+    assert s["routing"] == "balanced" and c["unmapped"] == 0 and c["streams"] == 24, c  # 12 pushes, 12 pulls
+    assert c["c"] == 6 == c["from_routes"], c
+    assert c["link"].split("-")[1] in {"e0_0", "a0_2", "a0_3"}  # the PSs' ToR and its aggregation switches
+
+
+def test_ecs_circuits_are_not_shared_links():
+    """PSNet: a worker's connections cross its ECS and the ECS-ToR cable of its circuit, which no
+    other host uses; C counts only switch-switch cables between packet switches."""
+    from emulation.flows import shared
+
+    net = load_network(TOPOLOGIES / "psnet-testbed.yaml")
+    paths = compute_paths(net, initial_circuits(net))
+    w, p = net.workers()[0], net.pss()[0]
+    s = Stream(w.ip, 40000, p.ip, 2222)
+    flows = by_port(_dump(net, {s: paths[(w.name, p.name)]}))
+    links = trace(net, paths, flows, s)
+    assert links is None  # the dump above lacks the ECS hop (the controller's path skips it) ...
+    ecs_hops = []
+    for a, b in zip(paths[(w.name, p.name)], paths[(w.name, p.name)][1:], strict=False):
+        ln = net.link_at(a.node, a.out_port)
+        if ln.other(a.node) != b.node:  # crossed an ECS: its circuit rule outputs to the ToR cable
+            ecs, into = ln.other(a.node), ln.port_of(ln.other(a.node))
+            out = net.link_at(b.node, b.in_port).port_of(ecs)
+            ecs_hops.append(_line(net, ecs, into, out, s, False))
+    flows = by_port(parse_dump("\n".join(ecs_hops)) + _dump(net, {s: paths[(w.name, p.name)]}))
+    links = trace(net, paths, flows, s)  # ... with it, the connection is followed through the ECS
+    assert links and any(net.nodes[n].role == Role.ECS for n, _ in links)
+    assert not any(shared(net, ln) for ln in links)
+    assert busiest(net, {s: links}, {s: 1_000_000}, paths).c == 0
