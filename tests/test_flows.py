@@ -253,3 +253,28 @@ def test_ecs_circuits_are_not_shared_links():
     assert links and any(net.nodes[n].role == Role.ECS for n, _ in links)
     assert not any(shared(net, ln) for ln in links)
     assert busiest(net, {s: links}, {s: 1_000_000}, paths).c == 0
+
+
+@pytest.mark.root
+def test_ecmp_reroutes_around_a_failed_uplink_and_c_follows():
+    """FatTree k=4 (ecmp) with e0_0's uplink to a0_2 down: the controller reprograms e0_0's ECMP
+    group to one port, 4 connections h0_0_2 -> h1_0_2 all leave by a0_3, and C = 4 there."""
+    from emulation.net import Testbed
+
+    with Testbed(TOPOLOGIES / "fattree-k4.yaml") as tb:
+        tb.set_link("e0_0", "a0_2", up=False)
+        ip = tb.model.nodes["h1_0_2"].ip
+        tb.host("h1_0_2").cmd("iperf3 -s -D -1 -p 5202")
+        time.sleep(0.5)
+        tb.host("h0_0_2").cmd(f"iperf3 -c {ip} -p 5202 -P 4 -t 5 > /tmp/h0_0_2-iperf.txt 2>&1 &")
+        time.sleep(1)
+        sampler = FlowSampler.of(tb, period_s=1.0).start()
+        time.sleep(2)
+        res = sampler.stop()
+        tb.host("h0_0_2").cmd("wait")
+        net = tb.model
+    data = carrying(sampler.moved())
+    assert len(data) == 4 and res.unmapped == 0, res
+    assert all(not any("a0_2" in (n, net.link_at(n, p).other(n)) for n, p in sampler.crossed[s]) for s in data)
+    assert res.c == 4 and res.per_link["e0_0-a0_3"] == 4, res  # (a1_3-e1_0 too: a0_3's cores reach pod 1 by a1_3)
+    assert res.link == min(name for name, n in res.per_link.items() if n == 4)
