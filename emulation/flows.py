@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.routing import Hop
+from controller.routing import Hop, taken_path
 from topologies.model import Network, Role
 
 LOG = logging.getLogger(__name__)
@@ -268,12 +268,12 @@ def busiest(
     from_routes = None
     if paths is not None:
         hosts = {n.ip: n.name for n in net.hosts()}
-        routed = {}
+        routed: dict[Stream, list[DirLink]] = {}
         for s in streams:
-            pair = (hosts.get(s.src_ip), hosts.get(s.dst_ip))
-            if pair in paths:
-                p = paths[pair]  # type: ignore[index]
-                routed[s] = [(h.node, h.out_port) for h in p[:-1]]
+            src, dst = hosts.get(s.src_ip), hosts.get(s.dst_ip)
+            if src is not None and dst is not None and (src, dst) in paths:
+                hops = taken_path(net, dict(paths), src, dst)  # through relays as packets go
+                routed[s] = [(h.node, h.out_port) for h in hops[:-1]]  # type: ignore[misc]
         from_routes = max(count_c(net, routed, streams).values(), default=0)
     unmapped = sum(1 for s in streams if not crossed.get(s))
     return Busiest(c, link, len(streams), unmapped, from_routes, per_link)
