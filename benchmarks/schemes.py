@@ -12,6 +12,8 @@ what the engine costs, how it compares with Open MPI's own allreduce, and the la
    Rabenseifner's (6) on the same emulated hosts, same bytes, at three link rates.
 4. largest: 64 hosts (leaf-spine 4 leaves x 16 hosts) in calibrated mode, ring and RAT, with the
    fidelity verdict: how far one machine carries a scheme run.
+5. hips: HiPS, MS (mesh) and RS (ring) on BCube(4,1) and the 4 x 4 Torus at two rates, measured GST
+   against HiPS Table 3's formula (workloads.schemes.gst); goal 0.90-1.15 on faithful runs.
 Writes results/bench/schemes.json and schemes.md; prints the tables. No timed asserts: targets
 (ours within 10% of Open MPI; >= 64 hosts faithful) are printed beside the figures.
 """
@@ -37,6 +39,8 @@ MPI_TOPOLOGY = "leafspine-2rack.yaml"
 MPI_ELEMS = 900_000  # 3.6 MB: a ring moves 2 (W-1)/W of it per host, ~1 s at 50 Mbit/s
 LARGEST = {"spines": 2, "leaves": 4, "hosts_per_leaf": 16, "oversubscription": 1, "worker_mbps": 1000, "scale": 250}
 LARGEST_BYTES = 500_000  # emulated gradient bytes of the 64-host run (4 Mbit/s links)
+HIPS_TOPOLOGIES = ("bcube-4-1.yaml", "torus-4x4.yaml")
+HIPS_BYTES = 1_000_000  # emulated gradient bytes of the HiPS rows (W/B = 0.8 s at 10 Mbit/s)
 
 
 def _job(scheme: str, iterations: int, **over):
@@ -198,6 +202,34 @@ def largest_figure(iterations: int, tmp: Path) -> list[dict]:
     return rows
 
 
+def hips_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
+    """HiPS Table 3 measured: every server synchronises (HiPS's W = all N servers) with hips, mesh
+    (MS) and ring (RS) at each emulated NIC rate, beside the formula for that network."""
+    from emulation.net import Testbed
+    from topologies.build import build_network
+    from topologies.schema import load_spec, parse_spec
+    from workloads.schemes.gst import formula_s
+
+    rows = []
+    for name in HIPS_TOPOLOGIES:
+        base = load_spec(TOP / "topologies" / name)
+        for rate in rates:
+            spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / rate}, name)
+            net = build_network(spec)
+            servers = [h.name for h in net.hosts()]
+            digits = net.family.address_digits(net)
+            with Testbed(net) as tb:
+                for scheme in ("hips", "mesh", "ring"):
+                    job = _job(scheme, iterations, model="tiny", model_bytes=HIPS_BYTES * spec.scale, workers=servers)
+                    r = _scheme_run(tb, net, job, spec.scale, tmp / f"hips-{name}-{rate:g}" / scheme)
+                    nic = min(ln.mbps for h in servers for ln in net.links_of(h))
+                    f = formula_s(digits, net.family.rings_both_ways, scheme, None, True, r["bytes"], nic)
+                    rows.append({"topology": name, "mbps": rate, **r, "formula_s": f,
+                                 "over_formula": r["gst"]["mean"] / f if f else None})  # fmt: skip
+                    LOG.info("%s %g Mbit/s %s: GST %.2f s, formula %s s", name, rate, scheme, r["gst"]["mean"], fmt(f))
+    return rows
+
+
 def format_tables(res: dict) -> str:
     parts = []
     if "expected" in res:
@@ -236,6 +268,16 @@ def format_tables(res: dict) -> str:
         ]  # fmt: skip
         head = ["topology", "hosts", "scheme", "bring-up (s)", "expected (s)", "GST (s)", "GST/expected", "faithful"]
         parts.append("### 4. Largest run (calibrated compute, target >= 64 hosts faithful)\n\n" + md_table(head, rows))
+    if "hips" in res:
+        rows = [
+            [r["topology"], fmt(r["mbps"], "g"), r["scheme"], str(r["hosts"]), fmt(r["formula_s"]),
+             fmt(r["expected_s"]), f"{r['gst']['mean']:.2f} ± {fmt(r['gst'].get('ci95'))}", fmt(r["over_formula"]),
+             "yes" if r["faithful"] else f"no: {r['fidelity']}"]
+            for r in res["hips"]
+        ]  # fmt: skip
+        head = ["topology", "Mbit/s", "scheme", "servers", "Table 3 (s)", "schedule (s)", "GST (s, 95% CI)",
+                "GST / Table 3 (goal 0.90-1.15)", "faithful"]  # fmt: skip
+        parts.append("### 5. HiPS Table 3 measured (all servers synchronise)\n\n" + md_table(head, rows))
     return "\n\n".join(parts) + "\n"
 
 
@@ -243,7 +285,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench_schemes", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="reduced run (~2 min): one topology, ring and RAT, no MPI")
     p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
-    p.add_argument("--only", choices=["expected", "overhead", "mpi", "largest"], action="append")
+    p.add_argument("--only", choices=["expected", "overhead", "mpi", "largest", "hips"], action="append")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
@@ -258,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         files, schemes, iterations, sizes = {"leafspine-2rack.yaml": 4.0}, ("ring", "rat"), 2, [4]
         rates = [25.0]
     else:
-        figures = set(args.only or ["expected", "overhead", "mpi", "largest"])
+        figures = set(args.only or ["expected", "overhead", "mpi", "largest", "hips"])
         files, schemes, iterations, sizes = EXPECTED_TOPOLOGIES, SCHEMES, 5, [4, 8]
         rates = [10.0, 25.0, 50.0]
     res: dict = {"meta": meta(args)}
@@ -273,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             res["mpi"] = mpi_figure(rates, iterations, tmp)
         if "largest" in figures:
             res["largest"] = largest_figure(3, tmp)
+        if "hips" in figures:
+            res["hips"] = hips_figure([5.0, 10.0], iterations, tmp)
     res["meta"]["wall_s"] = time.monotonic() - t0
     table = format_tables(res)
     (out_dir / "schemes.json").write_text(json.dumps(res, indent=1))

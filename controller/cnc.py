@@ -7,6 +7,6 @@ from topologies.model import Role
 
 
 class CNCApp(Programmer):
-    """Central routing: proactive (src, dst) rules on ToRs, SuperNode, agg, core, BCube switches."""
+    """Central routing: proactive rules on ToRs, SuperNode, agg, core, BCube switches, Torus wires."""
 
-    ROLES = frozenset({Role.TOR, Role.SUPERNODE, Role.AGG, Role.CORE, Role.BSWITCH})
+    ROLES = frozenset({Role.TOR, Role.SUPERNODE, Role.AGG, Role.CORE, Role.BSWITCH, Role.WIRE})

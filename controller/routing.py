@@ -6,7 +6,8 @@ routes inside multi-NIC hosts) and the BCT model all see the same paths.
 - The ECS is transparent: a circuit is a logical link worker <-> ToR port.
 - Candidates for a pair are all shortest paths, expanded over parallel links (ECMP; for two
   PSNet modules these are the R disjoint SuperNode links). Hosts never carry transit traffic
-  except BCube servers, which relay as BCube does.
+  except BCube and Torus servers, which relay; a kind may fix which relays a pair crosses
+  (`Kind.relay_hosts`: a Torus's dimension order), and then only those candidates remain.
 - Strategy `ecmp` leaves the choice to the switches, as a real ECMP switch makes it: wherever a
   pair has several equal-cost next hops, its rule sends to an ECMP group (`Group`: one bucket
   per next hop), and the switch picks the bucket by a hash of each packet's symmetric 5-tuple,
@@ -149,6 +150,16 @@ def _candidates(g: nx.MultiGraph, transit: set[str], src: str, dst: str) -> list
     return out
 
 
+def kind_fixed(net: Network, cands: list[list[Hop]], src: str, dst: str) -> list[list[Hop]]:
+    """The candidates crossing the hosts the kind's own routing fixes (`Kind.relay_hosts`, e.g.
+    a Torus's dimension order); all of them where it fixes none or none matches (a failure)."""
+    want = net.family.relay_hosts(net, src, dst)
+    if want is None:
+        return cands
+    fixed = [c for c in cands if tuple(h.node for h in c if net.nodes[h.node].is_host) == want]
+    return fixed or cands
+
+
 def _hash(text: str) -> int:
     """Stable, well-mixed hash (crc32 is affine: seeds of one length shift every pair alike)."""
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
@@ -175,7 +186,7 @@ def compute_paths(
     load: Counter = Counter()
     chosen: dict[tuple[str, str], list[Hop]] = {}
     for src, dst in wanted:
-        cands = _candidates(g, transit, src, dst)
+        cands = kind_fixed(net, _candidates(g, transit, src, dst), src, dst)
         if not cands:
             continue
         if strategy in PAIR_HASHED:

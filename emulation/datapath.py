@@ -31,7 +31,10 @@ HTB queues; OVS's own code checked in lib/netdev-linux.c, lib/netdev.c, lib/dpif
   changed (failed cables), are reported but marked inexact and not flagged).
 
 Receive side: each port's own AF_PACKET receive socket drops what ovs-vswitchd does not read in
-time (a CPU-starved datapath); the kernel counts those exactly (`ss -0 -m`, skmem `d`).
+time (a CPU-starved datapath); the kernel counts those exactly (`ss -0 -m`, skmem `d`). The
+socket is made when the port is added and takes net.core.rmem_default: scripts/setup.sh raises
+it to 8 MiB, which took a scheme's 8-host mesh incast on leafspine-2rack from 2,373 receive drops
+to none.
 """
 
 from __future__ import annotations

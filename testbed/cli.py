@@ -5,6 +5,9 @@ testbed clean [--all]           remove leftovers of crashed runs (only this test
 testbed topo show FILE          nodes, links, rates, addresses, circuit map, PNG drawing
 testbed topo check FILE         build, route, measure; table of verdicts; exit 1 on a FAIL
 testbed topo up FILE            bring it up and drop into Mininet's CLI
+testbed remote HOST COMMAND     run, replay, topo check/show, doctor or setup on another machine over SSH
+testbed run EXP --hosts INV     the experiment's job on real servers (hardware mode)
+testbed compare RUN_A RUN_B     two runs side by side (emulated vs real)
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from pathlib import Path
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
+from emulation.ssh import SSHError
 from topologies.schema import InputError
 from workloads.runner import RunError
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
 #: timeline errors are all InputError)
-USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError, SSHError)
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
@@ -93,7 +97,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from workloads.runner import run_experiment
 
-    res = run_experiment(args.experiment, progress=not args.no_progress)
+    hosts = Path(args.hosts) if args.hosts else None  # an inventory: real servers (workloads.hardware)
+    if hosts is not None and not args.verbose:  # paramiko's transport chatter; failures are our one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    res = run_experiment(args.experiment, progress=not args.no_progress, hosts=hosts)
     s = res.summary
     if s.get("scheme"):
         _print_scheme_run(s, res.out_dir)
@@ -112,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  BCT model     min {pred['bct_min_s']:.3f} s  max {pred['bct_max_s']:.3f} s  ({pred['equation']}; "
             f"T_push {pred['t_push_s']:.3f} s, T_compute {pred['t_compute_s']:.3f} s)"
         )
+    print(host_time_line(s.get("host_time") or {}))
     placed = s.get("predicted_placement") or {}
     if placed.get("bct_max_s"):
         print(
@@ -123,10 +131,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  job {name:9s} W={js['workers']} P={js['ps']}: BCT mean {jb['mean']:.3f} s (n={jb['n']})")
     _print_flows(s)
     f = s["fidelity"]
-    print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    if s.get("hardware"):
+        _print_hardware(s)
+    else:
+        print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
     if s.get("timeline"):
         _print_timeline(s["timeline"])
     print(f"  results       {res.out_dir}")
+    return 0
+
+
+def _print_hardware(s: dict) -> None:
+    """A hardware run's servers (data-plane NIC bytes, CPU) where an emulated run prints its verdict."""
+    print(f"  model         {s['prediction_applies']}")
+    for name, v in s["hardware"]["servers"].items():
+        cpu = "-" if v["cpu_mean"] is None else f"{v['cpu_mean']:.0%} mean, {v['cpu_p95']:.0%} p95 of {v['cpus']} CPUs"
+        print(
+            f"  server {name} ({', '.join(v['plays'])}): {v['nic']} rx {v['rx_bytes'] / 1e6:.2f} MB tx "
+            f"{v['tx_bytes'] / 1e6:.2f} MB over {v['seconds']:.1f} s; CPU {cpu}"
+        )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from testbed.compare import compare, load_run
+
+    print(compare(load_run(args.run_a), load_run(args.run_b)))
     return 0
 
 
@@ -148,6 +177,15 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
     _print_flows(s)
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
+    tl = s.get("timeline")
+    if tl:
+        draws = [e for e in tl["events"] if e["action"] == "pause_senders"]
+        if draws:
+            hosts = {h for e in draws for h in e["target"].split(" for ")[0].split(",")}
+            print(f"  paused        {len(draws)} draws over {len(hosts)} hosts (each in events.csv)")
+        network = [e for e in tl["events"] if e["action"] != "pause_senders"]
+        if network or tl.get("not_applied"):
+            _print_timeline({**tl, "events": network})
     print(f"  results       {out_dir}")
 
 
@@ -215,6 +253,17 @@ def cmd_bct(args: argparse.Namespace) -> int:
     return 0
 
 
+def host_time_line(ht: dict) -> str:
+    """`testbed run`'s line on the job's host-time mode (workloads.hosttime)."""
+    if ht.get("mode") != "full":
+        return "  host time     scaled: the run's own at its scaled model size (job.host_time: full pads to full size)"
+    f = ht["full"]
+    return (
+        f"  host time     full: every step padded {ht['pad_s']:.3f} s (full size {ht['full_s']:.3f} s = worker "
+        f"{f['worker_s']:.3f} + PS {f['ps_s']:.3f}; at this run's size {ht['scaled_s']:.3f} s)"
+    )
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from workloads.flowmodel.simulate import format_outcome, plan, run
 
@@ -256,6 +305,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_matrix(args: argparse.Namespace) -> int:
+    from testbed.matrix import run_matrix
+    from testbed.matrix_report import write_matrix_report
+
+    only, progress = args.report_only, not args.no_progress
+    run = run_matrix(Path(args.file), args.quick, args.repeat, args.fresh, progress=progress, report_only=only)
+    write_matrix_report(run)
+    print(f"{run.fig.figure}: {run.out / 'matrix.md'}  {run.out / (run.spec.matrix + '.png')}")
+    return 0
+
+
 def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
@@ -279,6 +339,67 @@ def speedup_table(out: Path) -> str:
         )
     fast, slow = claims[0].series
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
+
+
+def cmd_remote(args: argparse.Namespace) -> int:
+    """`testbed remote HOST [options] COMMAND ...` (testbed.remote): the options may come before or
+    after HOST; the command is parsed by this parser, so it takes what it takes locally."""
+    from emulation.ssh import Endpoint
+    from testbed.remote import COMMANDS, Options, parse_env, plan, run_remote, split_argv
+
+    if not args.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    options = _remote_options(argparse.ArgumentParser(prog=f"testbed remote {args.host}"))
+    value_options = {s for a in options._actions if a.nargs != 0 for s in a.option_strings}
+    opt_words, words = split_argv(args.remote_command, value_options)
+    options.parse_args(opt_words, namespace=args)
+    if not words or words[0] not in COMMANDS:
+        raise InputError(
+            f"remote {args.host}: give a command: run EXP | replay FIG | topo check FILE | topo show FILE | doctor | "
+            "setup"
+        )
+    if words[0] == "setup":
+        if len(words) > 1:
+            raise InputError(f"remote {args.host} setup: takes no arguments, got {' '.join(words[1:])}")
+        ns = argparse.Namespace(command="setup")
+    else:
+        ns = build_parser().parse_args(words)
+    ns.verbose = args.verbose
+    endpoint = Endpoint(
+        host=args.host,
+        port=args.port,
+        user=args.user,
+        key=Path(args.key) if args.key else None,
+        known_hosts=Path(args.known_hosts),
+        accept_new_host_key=args.accept_new_host_key,
+        timeout_s=args.connect_timeout,
+        ssh_config=Path(args.ssh_config),
+    )
+    opts = Options(path=args.path, sudo=args.sudo, env=parse_env(args.env), results=Path(args.results))
+    return run_remote(endpoint, plan(ns), opts)
+
+
+def _remote_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    from testbed.figure import REPO
+
+    p.add_argument("--user", default=None, help="login name (default: ~/.ssh/config's User, else yours)")
+    p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/id_*)")
+    p.add_argument("--port", type=int, default=None, help="SSH port (default: ~/.ssh/config's Port, else 22)")
+    p.add_argument("--path", default=None, help="the remote checkout (default ~/psnet-testbed)")
+    p.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="trust a host key not yet in known_hosts and save it there (a changed key is always refused)",
+    )
+    p.add_argument("--known-hosts", default="~/.ssh/known_hosts", help="host keys checked (default: %(default)s)")
+    p.add_argument("--ssh-config", default="~/.ssh/config", help="Host aliases read from (default: %(default)s)")
+    p.add_argument("--sudo", action="store_true", help="run the command with sudo -n (the remote login is not root)")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="set in the remote command's environment"
+    )
+    p.add_argument("--results", default=str(REPO / "results"), help="where fetched results go (default: %(default)s)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="seconds to wait for the host")
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,7 +426,12 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
     r.set_defaults(func=cmd_run)
+    cp = sub.add_parser("compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
+    cp.add_argument("run_a", help="a results folder, or a run name under results/")
+    cp.add_argument("run_b")
+    cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("replay", help="replay a figure of the PSNet paper (fig1 fig9 fig10 fig11 fig12 fig13 all)")
     rp.add_argument("figure")
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
@@ -318,6 +444,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--no-progress", action="store_true")
     rp.set_defaults(func=cmd_replay)
+    mx = sub.add_parser("matrix", help="every topology x scheme cell at one rate: table + heat map")
+    mx.add_argument("file", nargs="?", default="workloads/matrix/matrix.yaml")
+    mx.add_argument("--quick", action="store_true", help="the file's few-cell subset (~2-3 min)")
+    mx.add_argument("--repeat", type=int, default=None, help="runs per cell (default: the file's)")
+    mx.add_argument("--fresh", action="store_true", help="rerun cells already finished")
+    mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
+    mx.add_argument("--no-progress", action="store_true")
+    mx.set_defaults(func=cmd_matrix)
     b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
     b.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50", "resnet110", "tiny"])
@@ -333,6 +467,19 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a workloads.schemes name (ring, ...)")
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
     sm.set_defaults(func=cmd_simulate)
+    rm = _remote_options(
+        sub.add_parser(
+            "remote",
+            help="run a command on another machine over SSH: push its files, stream its output, fetch its results",
+            description="testbed remote HOST [options] run EXP | replay FIG | topo check FILE | topo show FILE | "
+            "doctor | setup",
+        )
+    )
+    rm.add_argument("host", help="host name, address or ~/.ssh/config alias")
+    rm.add_argument(
+        "remote_command", nargs=argparse.REMAINDER, help="options above, then the command and its arguments"
+    )
+    rm.set_defaults(func=cmd_remote)
     return p
 
 

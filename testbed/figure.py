@@ -47,6 +47,22 @@ class Quick(BaseModel):
     repeat: int = Field(default=1, ge=1, description="runs per point of the smoke path")
 
 
+class Compare(BaseModel):
+    """Every point run once more with other job fields (Fig. 13: the other host-time mode). These
+    runs feed the report's decomposition and speed-up curve, where each is labelled by its mode;
+    the claims, the bars and the headline keep the figure's own runs. The quick subset skips them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: SafeName = Field(description="the runs' folders: points/<id>.<name>/rep<k>/")
+    job: dict[str, Any] = Field(description="job fields over the figure's and the point's")
+    repeat: int = Field(default=1, ge=1, description="runs per point")
+
+    def point(self, point: Point) -> Point:
+        """The point as its comparison run (same series and group; its own folder)."""
+        return point.model_copy(update={"id": f"{point.id}.{self.name}"})
+
+
 class Figure(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,6 +81,7 @@ class Figure(BaseModel):
     job: dict[str, Any] = Field(default_factory=dict)
     points: list[Point]
     quick: Quick | None = None
+    compare: Compare | None = Field(default=None, description="every point once more with other job fields")
     claims: list[Claim] = Field(default_factory=list, description="the paper's claims (testbed.claims)")
 
     @model_validator(mode="after")
@@ -92,7 +109,7 @@ def load_figure(name: str) -> Figure:
 
 
 #: how each metric is named in tables and plots
-METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync time per iteration)"}
+METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync per iteration)"}
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

@@ -144,6 +144,9 @@ class PointResult(BaseModel):
     model_bct_max_s: float | None
     model_t_push_s: float | None
     model_gst_s: float | None = Field(default=None, description="scheme jobs: the schedule's busiest cable / its rate")
+    model_gst_formula_s: float | None = Field(
+        default=None, description="HiPS Table 3's GST for the scheme on this BCube/Torus (gst_formula_s), else None"
+    )
     equation: str | None
     scale: float | None
     compress: float | None
@@ -195,6 +198,7 @@ def point_result(r: Row, note: str = "") -> PointResult:
         model_bct_max_s=r.pred.get("bct_max_s"),
         model_t_push_s=r.pred.get("t_push_s"),
         model_gst_s=r.pred.get("gst_s"),
+        model_gst_formula_s=s.get("gst_formula_s"),
         equation=r.pred.get("equation"),
         scale=s.get("scale"),
         compress=s.get("compress"),
@@ -313,7 +317,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
             ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
     else:
-        fig_, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * len(series) / 2), 4))
+        fig_, ax = plt.subplots(figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 4.5))
         width = 0.8 / max(1, len(series))
         for i, s in enumerate(series):
             xs, ys, errs = [], [], []
@@ -324,8 +328,9 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     ys.append(r.bct)
                     errs.append(_err(r))
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
+        _formula_markers(ax, rows, groups, series, width)
         ax.set_xticks(range(len(groups)), groups)
-        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated; error bars: 95% CI)")
+        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated; bars: 95% CI)", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
@@ -333,6 +338,20 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig_.savefig(path, dpi=120)
     plt.close(fig_)
+
+
+def _formula_markers(ax: Any, rows: list[Row], groups: list[str], series: list[str], width: float) -> None:
+    """A black bar-wide tick at HiPS Table 3's GST (`gst_formula_s`) on every bar that has one."""
+    xs, ys = [], []
+    for i, s in enumerate(series):
+        for j, g in enumerate(groups):
+            r = next((r for r in rows if r.point.group == g and r.point.series == s), None)
+            formula = r.summaries[0].get("gst_formula_s") if r and r.summaries else None
+            if formula is not None:
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                ys.append(formula)
+    if xs:
+        ax.plot(xs, ys, "k_", markersize=14, markeredgewidth=2, linestyle="none", label="HiPS Table 3 formula")
 
 
 def _faithful_word(f: bool | None) -> str:
@@ -376,6 +395,8 @@ def markdown(rep: FigureReport) -> str:
         model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
         if rep.metric == "gst" and p.model_gst_s is not None:
             model = f"{p.model_gst_s:.2f} (schedule)"
+            if p.model_gst_formula_s is not None:
+                model += f"; {p.model_gst_formula_s:.2f} (Table 3)"
         bct = f"{p.bct_mean_s:.3f}" if p.bct_mean_s is not None else "failed: " + "; ".join(p.failed)
         ci = f"±{p.ci95_s:.3f}" if p.ci95_s is not None else "-"
         over = f"{p.ci_n} {'reps' if p.ci_over == 'repetitions' else 'steps'}" if p.ci_over else "-"
@@ -430,7 +451,10 @@ def write_report(
         points=[point_result(r, notes.get(r.point.id, "")) for r in rows],
         claims=evaluate(fig.claims, rows, reference),
     )
-    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows, reference)
+    compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
+    if fig.compare and not quick:
+        compared = collect(out, [fig.compare.point(p) for p in points], fig.compare.repeat, fig.metric)
+    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
     write_csv(rep.points, out / "summary.csv")
     plot(fig, rows, out / f"{fig.figure}.png")
     if rep.ratio_curves:

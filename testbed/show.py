@@ -21,6 +21,7 @@ _COLOR = {
     Role.AGG: "tab:cyan",
     Role.CORE: "tab:orange",
     Role.BSWITCH: "tab:blue",
+    Role.WIRE: "tab:gray",
 }
 
 

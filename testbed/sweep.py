@@ -15,7 +15,9 @@ the same scale when it stalled (workloads.stall). The first attempt's summary is
 A kept repetition that is not faithful and was not retried yet is retried on resume.
 
 Figure files live in workloads/figures/<figure>.yaml (documented in its README.md); `--quick` runs
-the file's `quick` subset with its reduced job: the same code path, in about a minute.
+the file's `quick` subset with its reduced job: the same code path, in about a minute. A figure's
+`compare` runs every point once more with other job fields (Fig. 13: the other host-time mode),
+into results/<figure>/points/<id>.<name>/rep<k>/, after the figure's own runs (not in --quick).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from testbed.report import write_report
 from topologies.build import build_network
 from topologies.schema import FIDELITY_BUDGET_MBPS, TopologySpec, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
+from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 
 LOG = logging.getLogger(__name__)
 #: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
@@ -68,13 +71,18 @@ def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
     the 3 hops the budget was measured over). PS jobs: the smaller of what the workers can send and
     what the PSs' cables can take (push and pull alternate, so one direction at a time); worker-
     to-worker schemes (mesh, ring, rat, ...): every worker sending at its rate, over the average
-    path between workers (an upper bound: oversubscribed uplinks carry less)."""
+    path between workers (an upper bound: oversubscribed uplinks carry less); HiPS variants: every
+    server sending on all its NICs at once (h parallel processes), over the paths within its groups."""
     from controller.routing import compute_paths, path_nodes
     from controller.tc import initial_circuits
 
     net = build_network(spec)
     workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
-    if scheme in ("tf-ps", "ps"):
+    digits = net.family.address_digits(net)
+    if scheme in HIPS_VARIANTS and digits:  # every server, on all its NICs at once, within its groups
+        pairs = [(a, b) for a in digits for b in digits if sum(map(int.__ne__, digits[a], digits[b])) == 1]
+        rate = sum(ln.mbps for h in digits for ln in net.links_of(h))
+    elif scheme in ("tf-ps", "ps"):
         pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
         rate = min(workers, sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name)))
     else:
@@ -85,12 +93,16 @@ def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
     return rate * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
 
 
-def point_experiment(fig: Figure, point: Point, quick: bool) -> ExperimentSpec:
+def point_experiment(fig: Figure, point: Point, quick: bool, compare: bool = False) -> ExperimentSpec:
+    """The point's run; `compare`: its comparison run (the figure's `compare` job fields on top)."""
     job = {**fig.job, **point.job}
     compress = fig.compress
     if quick and fig.quick:
         job.update(fig.quick.job)
         compress = fig.quick.compress or compress
+    if compare and fig.compare:
+        job.update(fig.compare.job)
+        point = fig.compare.point(point)
     return ExperimentSpec(
         name=f"{fig.figure}-{point.id}",
         topology=point.topology,
@@ -115,6 +127,19 @@ def repetitions(fig: Figure, quick: bool, repeat: int | None = None) -> int:
     if repeat:
         return repeat
     return fig.quick.repeat if quick and fig.quick else fig.repeat
+
+
+def runs(fig: Figure, quick: bool, reps: int) -> list[tuple[Point, int, bool]]:
+    """(point, repetition, is a comparison run) of a sweep: every point `reps` times, then, unless
+    quick, every point `compare.repeat` times with the figure's `compare` job fields."""
+    todo = [(p, k, False) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
+    if fig.compare and not quick:
+        todo += [(p, k, True) for p in points_to_run(fig, quick) for k in range(1, fig.compare.repeat + 1)]
+    return todo
+
+
+def run_dir(out: Path, fig: Figure, point: Point, rep: int, compare: bool) -> Path:
+    return rep_dir(out, fig.compare.point(point) if compare and fig.compare else point, rep)
 
 
 def finished(d: Path) -> dict | None:
@@ -143,12 +168,15 @@ def needs_run(d: Path) -> bool:
     return s is None or (s["fidelity"]["faithful"] is False and not s.get("retries"))
 
 
-def run_repetition(exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str) -> None:
+def run_repetition(
+    exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str, rescale: bool = True
+) -> None:
     """One repetition, run once more on a stall or an unfaithful result (see the module docstring);
-    a failure after that is logged, and the report marks the repetition as failed."""
+    a failure after that is logged, and the report marks the repetition as failed. `rescale=False`
+    keeps an unfaithful result as it is (a matrix holds every cell at one rate and gradient size)."""
     kept = finished(d)  # a resumed repetition that is not faithful: only its retry is due
     why = retry_reason(kept) if kept else _attempt(exp, spec, source, d, origin)
-    if why is None:
+    if why is None or (not rescale and why[1] != 1.0):
         return
     reason, factor = why
     retry = {"why": reason, "scale": spec.scale, "rerun_scale": spec.scale * factor}
@@ -193,31 +221,29 @@ def run_figure(
     fig = load_figure(name)
     out = results / (f"{name}-quick" if quick else name)
     reps = repetitions(fig, quick, repeat)
-    todo = [(p, k) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
+    todo = runs(fig, quick, reps)
     if fresh:
-        for p, k in todo:
-            (rep_dir(out, p, k) / "summary.json").unlink(missing_ok=True)
+        for p, k, cmp in todo:
+            (run_dir(out, fig, p, k, cmp) / "summary.json").unlink(missing_ok=True)
     notes: dict[str, str] = {}
     ran = False
     t0 = time.monotonic()
     bar = tqdm(todo, desc=f"{name}", unit="run", disable=not progress)
-    for point, k in bar:
-        d = rep_dir(out, point, k)
+    for point, k, cmp in bar:
+        d = run_dir(out, fig, point, k, cmp)
         spec, source, note = point_topology(fig, point)
         if note:
             notes[point.id] = note
         if not needs_run(d):
-            bar.set_postfix_str(f"{point.id} rep{k}: kept")
+            bar.set_postfix_str(f"{d.parent.name} rep{k}: kept")
             continue
-        bar.set_postfix_str(f"{point.id} rep{k}")
+        bar.set_postfix_str(f"{d.parent.name} rep{k}")
         ran = True
-        run_repetition(point_experiment(fig, point, quick), spec, source, d, f"{FIGURES / name}.yaml#{point.id}")
+        exp = point_experiment(fig, point, quick, compare=cmp)
+        run_repetition(exp, spec, source, d, f"{FIGURES / name}.yaml#{d.parent.name}")
     bar.close()
-    queued = sum(
-        json.loads((rep_dir(out, p, k) / "summary.json").read_text()).get("timings", {}).get("lock_wait_s", 0.0)
-        for p, k in todo
-        if (rep_dir(out, p, k) / "summary.json").exists()
-    )
+    summaries = [run_dir(out, fig, p, k, cmp) / "summary.json" for p, k, cmp in todo]
+    queued = sum(json.loads(f.read_text()).get("timings", {}).get("lock_wait_s", 0.0) for f in summaries if f.exists())
     wall = time.monotonic() - t0
     if ran:  # a resume that only kept finished runs keeps the last sweep's time
         (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))

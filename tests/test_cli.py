@@ -34,7 +34,7 @@ def test_show_prints_model_and_draws(tmp_path):
         ("kind: psnet\ntors: 0\nps: 2\nworkers: 6\nworker_mbps: 100\n", "tors"),
         ("kind: fattree\nk: 5\nworkers: [1]\nworker_mbps: 100\n", "k"),
         ("kind: psnet\ntors: 3\nps: 1\nworkers: 6\nworker_mbsp: 100\n", "worker_mbsp"),
-        ("kind: torus\n", "kind"),
+        ("kind: dragonfly\n", "kind"),
         ("kind: [psnet\n", "not valid YAML"),
     ],
 )

@@ -51,6 +51,10 @@ def leafspine(**kw) -> Network:
     return build(**{"kind": "leafspine", "worker_mbps": 1000, "scale": 40, **kw})
 
 
+def torus(**kw) -> Network:
+    return build(**{"kind": "torus", "worker_mbps": 1000, "scale": 40, **kw})
+
+
 #: every builder at several sizes; used by the generic identity and port tests
 NETWORKS = {
     "psnet-H1": lambda: psnet(tors=3, ps=2, workers=[2, 2, 2]),
@@ -64,6 +68,8 @@ NETWORKS = {
     "bcube-3-2": lambda: bcube(n=3, k=2, ps=2, workers=20),
     "leafspine-2x4": lambda: leafspine(spines=2, leaves=4, hosts_per_leaf=3, oversubscription=4),
     "leafspine-4x16-ps": lambda: leafspine(spines=4, leaves=16, hosts_per_leaf=4, workers=[3] * 16, ps=2),
+    "torus-4x4": lambda: torus(n=4, h=2),
+    "torus-3x3x3-ps": lambda: torus(n=3, h=3, ps=2, workers=20),
 }
 
 
@@ -610,11 +616,11 @@ def test_address_packing_inverts():
 
 
 def test_registry_knows_every_kind_and_refuses_others():
-    assert topo_kinds.names() == ["bcube", "fattree", "leafspine", "psnet"]
+    assert topo_kinds.names() == ["bcube", "fattree", "leafspine", "psnet", "torus"]
     for name in topo_kinds.names():
         kind = topo_kinds.get(name)
         assert kind.name == name and kind.spec_class.model_fields["kind"].annotation.__args__ == (name,)
-    with pytest.raises(ValueError, match="unknown kind 'ring'; use one of bcube, fattree, leafspine, psnet"):
+    with pytest.raises(ValueError, match="unknown kind 'ring'; use one of bcube, fattree, leafspine, psnet, torus"):
         topo_kinds.get("ring")
 
 

@@ -403,7 +403,7 @@ def test_route_rules_match_the_paths(path):
             for port in action if r.group is not None else (action,):
                 assert net.link_at(sw, port)  # outputs to a wired port
                 assert dict(r.match).get("in_port") != port  # never back out of its in_port
-    if net.kind == "bcube":
+    if net.family.l2_by_next_server:  # BCube, Torus
         assert all(r.cookie == COOKIE_L2 for rules in flows.values() for r in rules)
         assert sum(map(len, flows.values())) == len(net.links)  # one eth_dst rule per server NIC
         return

@@ -15,6 +15,7 @@ import yaml
 from topologies import kinds
 from topologies.build import build_network
 from topologies.kinds.leafspine import LeafSpineSpec
+from topologies.kinds.torus import TorusSpec
 from topologies.schema import (
     EMULATOR_CEILING_MBPS,
     BCubeSpec,
@@ -31,6 +32,7 @@ SHIPPED = sorted(TOPOLOGIES.glob("*.yaml"))
 PSNET = {"kind": "psnet", "tors": 3, "ps": 2, "workers": [2, 2, 2], "worker_mbps": 1000, "scale": 10}
 FATTREE = {"kind": "fattree", "k": 4, "pods": 2, "workers": [0, 2, 2, 2], "ps": 2, "worker_mbps": 1000, "scale": 10}
 BCUBE = {"kind": "bcube", "n": 4, "k": 1, "worker_mbps": 1000, "scale": 40}
+TORUS = {"kind": "torus", "n": 4, "h": 2, "worker_mbps": 1000, "scale": 40}
 
 
 def write(tmp_path: Path, data: dict | str, name: str = "topo.yaml") -> Path:
@@ -56,7 +58,7 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_eleven():
+def test_shipped_files_are_the_documented_thirteen():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
@@ -69,6 +71,8 @@ def test_shipped_files_are_the_documented_eleven():
         "psnet-4modules.yaml",
         "psnet-standby.yaml",
         "psnet-testbed.yaml",
+        "torus-3x3.yaml",
+        "torus-4x4.yaml",
     ]
 
 
@@ -151,7 +155,7 @@ def test_parse_spec_names_a_spec_after_its_source():
 # --- one-line refusals ---------------------------------------------------------------------
 
 BAD = {
-    "unknown kind": ({**PSNET, "kind": "torus"}, "kind"),
+    "unknown kind": ({**PSNET, "kind": "dragonfly"}, "kind"),
     "misspelled key": ({**PSNET, "worker_mbsp": 100}, "worker_mbsp"),
     "unknown key": ({**FATTREE, "colour": "red"}, "colour"),
     "missing tors": (without(PSNET, "tors"), "tors"),
@@ -177,6 +181,10 @@ BAD = {
     "H x R odd": ({**PSNET, "modules": 5}, "modules"),
     "bcube above 256 servers": ({**BCUBE, "n": 8, "k": 2}, "n, k"),
     "bcube PSs + workers above servers": ({**BCUBE, "ps": 2, "workers": 15}, "workers"),
+    "torus above 256 servers": ({**TORUS, "n": 7, "h": 3}, "n, h"),
+    "torus ring of 2": ({**TORUS, "n": 2}, "n"),
+    "torus of 4 dimensions": ({**TORUS, "n": 3, "h": 4}, "h"),
+    "torus PSs + workers above servers": ({**TORUS, "ps": 2, "workers": 15}, "workers"),
     "workers of wrong type": ({**PSNET, "workers": "six"}, "workers"),
 }
 
@@ -204,8 +212,8 @@ def test_unknown_field_without_a_close_name_points_to_the_readme(tmp_path):
 
 
 def test_unknown_kind_lists_the_valid_kinds(tmp_path):
-    msg = refusal(write(tmp_path, {**PSNET, "kind": "torus"}))
-    assert msg.endswith("unknown kind 'torus'; use one of bcube, fattree, leafspine, psnet")
+    msg = refusal(write(tmp_path, {**PSNET, "kind": "dragonfly"}))
+    assert msg.endswith("unknown kind 'dragonfly'; use one of bcube, fattree, leafspine, psnet, torus")
 
 
 def test_odd_k_suggests_the_next_even_k(tmp_path):
@@ -326,7 +334,7 @@ def test_bcube_too_many_pss_names_ps(tmp_path):
 
 def test_readme_documents_every_field_and_shipped_file():
     readme = (TOPOLOGIES / "README.md").read_text()
-    for cls in (PSNetSpec, FatTreeSpec, BCubeSpec, LeafSpineSpec):
+    for cls in (PSNetSpec, FatTreeSpec, BCubeSpec, LeafSpineSpec, TorusSpec):
         for field in cls.model_fields:
             assert f"`{field}`" in readme, f"{cls.__name__}.{field} is not in topologies/README.md"
     for path in SHIPPED:
@@ -335,7 +343,7 @@ def test_readme_documents_every_field_and_shipped_file():
 
 def test_each_file_validates_into_its_kinds_own_spec():
     """parse_spec picks the spec class of the kind module the file names (one home per kind)."""
-    for data in (PSNET, FATTREE, BCUBE):
+    for data in (PSNET, FATTREE, BCUBE, TORUS):
         spec = parse_spec(data, "x.yaml")
         assert type(spec) is kinds.get(data["kind"]).spec_class
-        assert type(spec) in (PSNetSpec, FatTreeSpec, BCubeSpec)  # still importable from topologies.schema
+        assert type(spec) in (PSNetSpec, FatTreeSpec, BCubeSpec, TorusSpec)  # still importable from topologies.schema

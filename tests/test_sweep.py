@@ -60,14 +60,18 @@ def fake_summary(
 def seed_results(
     out: Path, fig: figure.Figure, bcts: dict[str, tuple[float, float]], reps: int = 1, unfaithful: tuple = ()
 ) -> None:
-    """Finished repetitions; with reps > 1 they spread by 1% either side of the given BCT (same mean)."""
+    """Finished repetitions; with reps > 1 they spread by 1% either side of the given BCT (same mean).
+    A figure's `compare` runs are seeded too (its repeat), with the same numbers."""
     for p in fig.points:
         if p.id in bcts:
             bct, t_comm = bcts[p.id]
-            for k in range(1, reps + 1):
-                d = figure.rep_dir(out, p, k)
+            runs = [(p, k, reps) for k in range(1, reps + 1)]
+            if fig.compare:
+                runs += [(fig.compare.point(p), k, fig.compare.repeat) for k in range(1, fig.compare.repeat + 1)]
+            for q, k, n in runs:
+                d = figure.rep_dir(out, q, k)
                 d.mkdir(parents=True)
-                jitter = 1 + 0.01 * (k - (reps + 1) / 2) if reps > 1 else 1.0
+                jitter = 1 + 0.01 * (k - (n + 1) / 2) if n > 1 else 1.0
                 s = fake_summary(bct * jitter, t_comm, faithful=p.id not in unfaithful)
                 (d / "summary.json").write_text(json.dumps(s))
 
@@ -347,3 +351,46 @@ def test_the_fig13_report_decomposes_each_bct_and_draws_the_ratio_over_host_time
     (vgg,) = [c for c in report_json(out)["ratio_curves"] if c["group"] == "VGG-16"]
     assert [m["mode"] for m in vgg["measured"]] == ["scaled", "full"]
     assert "measured (full host time): host time 8.10 s" in (out / "report.md").read_text()
+
+
+def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
+    """The headline, claims and bars use the figure's own runs (host_time: full); `compare` runs each
+    point once more in scaled mode, into its own folder, and the ratio curve shows both modes."""
+    fig = figure.load_figure("fig13")
+    todo = sweep.runs(fig, quick=False, reps=3)
+    own, cmp = [t for t in todo if not t[2]], [t for t in todo if t[2]]
+    assert (len(own), len(cmp)) == (3 * len(fig.points), len(fig.points))  # compare: 1 repetition each
+    p = fig.points[0]
+    assert sweep.point_experiment(fig, p, quick=False).job.host_time == "full"
+    exp = sweep.point_experiment(fig, p, quick=False, compare=True)
+    assert (exp.job.host_time, exp.name) == ("scaled", f"fig13-{p.id}.scaled")
+    assert sweep.run_dir(tmp_path, fig, p, 1, True) == tmp_path / "points" / f"{p.id}.scaled" / "rep1"
+    assert sweep.point_experiment(fig, p, quick=True).job.host_time == "full"
+    assert not any(c for _, _, c in sweep.runs(fig, quick=True, reps=1))  # the smoke path stays two runs
+    out = tmp_path / "fig13"
+    seed_results(out, fig, {"psnet-vgg16": (9.0, 6.5), "fattree-r1-vgg16": (21.0, 19.53)})
+    runs = {  # (point, compare run?): emulated comm, rest, mode
+        ("psnet-vgg16", False): (5.4, 3.6, "full"),
+        ("fattree-r1-vgg16", False): (16.6, 4.4, "full"),
+        ("psnet-vgg16", True): (5.4, 0.6, "scaled"),
+        ("fattree-r1-vgg16", True): (16.6, 0.8, "scaled"),
+    }
+    for (pid, compare), (comm, rest, mode) in runs.items():
+        f = sweep.run_dir(out, fig, next(p for p in fig.points if p.id == pid), 1, compare) / "summary.json"
+        s = with_split(json.loads(f.read_text()), comm, rest)
+        f.write_text(json.dumps({**s, "bct_s": {**s["bct_s"], "mean": comm + rest}, "host_time_mode": mode}))
+    write_report(fig, out, fig.points, 1, {})
+    rep = report_json(out)
+    claim = next(c for c in rep["claims"] if c["label"] == "VGG-16: PSNet faster than FatTree r=1")
+    assert claim["values"]["ratio"] == pytest.approx(21.0 / 9.0)  # the full-mode runs
+    assert {(d["id"], d["mode"]) for d in rep["decomposition"]} == {
+        ("psnet-vgg16", "full"),
+        ("fattree-r1-vgg16", "full"),
+        ("psnet-vgg16.scaled", "scaled"),
+        ("fattree-r1-vgg16.scaled", "scaled"),
+    }
+    (vgg,) = [c for c in rep["ratio_curves"] if c["group"] == "VGG-16"]
+    by_mode = {m["mode"]: m for m in vgg["measured"]}
+    assert by_mode["full"]["host_s"] == pytest.approx(4.0) and by_mode["scaled"]["host_s"] == pytest.approx(0.7)
+    assert by_mode["scaled"]["ratio"] == pytest.approx((33.2 + 0.8) / (10.8 + 0.6))
+    assert "measured (scaled host time)" in (out / "report.md").read_text()

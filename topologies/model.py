@@ -38,6 +38,7 @@ class Role(StrEnum):
     AGG = "agg"
     CORE = "core"
     BSWITCH = "bcube-switch"
+    WIRE = "torus-wire"  # Torus: one ring cable, emulated as a two-port bridge (see kinds/torus.py)
 
 
 HOST_ROLES = frozenset({Role.WORKER, Role.PS, Role.IDLE, Role.STANDBY})
@@ -55,12 +56,13 @@ class LinkKind(StrEnum):
     TOR_AGG = "tor-agg"  # FatTree: edge to aggregation
     AGG_CORE = "agg-core"  # FatTree: aggregation to core
     SERVER_SWITCH = "server-switch"  # BCube: one NIC of a server
+    SERVER_WIRE = "server-wire"  # Torus: one NIC of a server, to the bridge standing for its ring cable
     LEAF_SPINE = "leaf-spine"  # leaf-spine: a leaf's uplink to one spine
 
 
 # --- addresses: the packing every kind's node identity uses, and its inverse -----------------
 #: One byte per switch role in the DPID, so DPIDs of different roles never collide.
-_DPID_ROLE = {Role.ECS: 1, Role.TOR: 2, Role.SUPERNODE: 3, Role.AGG: 4, Role.CORE: 5, Role.BSWITCH: 6}
+_DPID_ROLE = {Role.ECS: 1, Role.TOR: 2, Role.SUPERNODE: 3, Role.AGG: 4, Role.CORE: 5, Role.BSWITCH: 6, Role.WIRE: 7}
 _ROLE_OF_DPID = {v: k for k, v in _DPID_ROLE.items()}
 
 
@@ -121,7 +123,7 @@ class Node:
     dpid: int | None = None
     module: int = 0  # PSNet module / FatTree pod / BCube level (switches); `Network.node_id` names it
     index: int = 0  # PSNet ToR swid or home ToR of a worker; FatTree ToR number; BCube server/switch index
-    relay: bool = False  # BCube servers forward packets between their NICs
+    relay: bool = False  # BCube and Torus servers forward packets between their NICs
 
     @property
     def is_host(self) -> bool:
@@ -257,6 +259,9 @@ class Kind(ABC):
     #: every host pair must reach each other (BCube's relaying servers, leaf-spine's allreduce),
     #: not only workers and PSs: `intended_pairs` lists all pairs, worker<->PS ones no longer first
     all_pairs_intended: ClassVar[bool] = False
+    #: the servers differing in one address digit form a ring of direct cables (Torus), so a ring
+    #: schedule among them can run both ways at once on two NICs (on a BCube switch one NIC carries both)
+    rings_both_ways: ClassVar[bool] = False
     #: the paper's BCT model for this kind, or None where the paper gives none
     bct: ClassVar[BctFacts | None] = None
     #: random failures draw from cables of these kinds and switches of these roles: the ones
@@ -294,6 +299,19 @@ class Kind(ABC):
         builds depth-one trees, as the paper's RAT ~ PS on its non-blocking network).
         """
         return {h.name: () for h in net.hosts()}
+
+    def relay_hosts(self, net: Network, src: str, dst: str) -> tuple[str, ...] | None:
+        """The hosts a packet from `src` to `dst` crosses (both ends included) where the kind's
+        own routing fixes them (Torus: dimension order), or None: any shortest path will do.
+
+        The controller keeps only the candidates that cross exactly these hosts (all of them
+        when none does, e.g. after a failure), so relays and their routes stay consistent."""
+        return None
+
+    def address_digits(self, net: Network) -> dict[str, tuple[int, ...]]:
+        """Each server's address digits (a_{h-1}, ..., a_0) where the kind has them (BCube, Torus:
+        HiPS groups the servers that differ in one digit), or {} where it has none."""
+        return {}
 
     @property
     def failure_candidates(self) -> tuple[str, ...]:

@@ -11,6 +11,8 @@
       placement: balanced   # balanced (default: every PS within 5% of S/P) | round-robin (TF's)
       model_bytes: null     # paper-equivalent S; default: the paper's size of the model
       width: null           # explicit width multiplier instead of model_bytes
+      host_time: scaled     # scaled (default): the run's own host time | full: every step padded to
+                            # the full-size job's host time (workloads.hosttime)
 
 W and P are the topology's workers and PSs. The emulated job pushes S / scale bytes (the model's
 width is chosen to hit that), on links at B / scale, so S/B keeps the paper's value.
@@ -77,7 +79,7 @@ class JobSpec(BaseModel):
     seed: int = Field(default=1)
     threads: int = Field(default=1, ge=1, description="TF intra/inter-op threads per process")
     deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
-    scheme: Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat"] = Field(
+    scheme: Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "hrs", "hips-ms"] = Field(
         default="tf-ps",
         description="synchronisation: tf-ps (TensorFlow's PS job) or a scheme of workloads/schemes",
     )
@@ -89,6 +91,21 @@ class JobSpec(BaseModel):
         default=None, ge=0, description="calibrated: seconds of compute per step (default: measured here, cached)"
     )
     check: bool = Field(default=False, description="schemes: verify every worker holds the exact sum, every step")
+    hips_stages: Literal["ms", "rs", "ps"] | list[Literal["ms", "rs", "ps"]] | None = Field(
+        default=None, description="hips: the method of every stage, or one per level (level 0 first); default rs"
+    )
+    hips_parallel: bool = Field(default=True, description="hips: h processes, one per level order (NIC), W/h each")
+    host_time: Literal["scaled", "full"] = Field(
+        default="scaled",
+        description="scaled: the run's own host time at its scaled model size; full: every step padded to the "
+        "full-size job's host time on this machine (workloads.hosttime)",
+    )
+
+    @model_validator(mode="after")
+    def _full_host_time_is_tf_ps(self) -> JobSpec:
+        if self.host_time == "full" and self.scheme != "tf-ps":
+            raise ValueError("host_time: full pads the TF PS job's steps; a scheme job takes compute_s instead")
+        return self
 
     @property
     def paper_bytes(self) -> float:

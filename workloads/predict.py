@@ -1,16 +1,26 @@
 """The paper's model (Eqs. 1-7) for one run: the job's size at a scale, its predicted BCT, and the
 same prediction again with the PSs' real byte split. The model builds nothing: P_w and P_s are
-calibrated on this machine (cached), the network is the topology model."""
+calibrated on this machine (cached), the network is the topology model.
+
+A job in `host_time: full` (workloads.hosttime) is padded to the full-size job's host time; its
+prediction takes that host time too (T_compute = a full-size worker's share, T_ps_update = the
+busiest PS's), so BCT_min and BCT_max describe the step the run actually times."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import parse_spec
 from workloads.experiment import JobSpec
+from workloads.hosttime import HostTime
+
+if TYPE_CHECKING:
+    from workloads.bct_model import Prediction
 
 
 def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
@@ -29,9 +39,10 @@ def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
     return width, models.param_bytes(job.model, width)
 
 
-def prediction(net: Network, job: JobSpec, width: float, model_bytes: float) -> dict:
+def prediction(net: Network, job: JobSpec, width: float, model_bytes: float, host: HostTime | None = None) -> dict:
     """The paper's model for this job (Eqs. 1-7), with P_w and P_s calibrated here and cached.
-    The model covers one job on all of the topology's workers and PSs."""
+    The model covers one job on all of the topology's workers and PSs. With `host` in full mode,
+    T_compute and T_ps_update are its full-size shares instead (see the module docstring)."""
     from workloads import bct_model, calibrate, models
 
     if job.workers is not None or job.ps is not None:
@@ -45,6 +56,8 @@ def prediction(net: Network, job: JobSpec, width: float, model_bytes: float) -> 
         )
     except ValueError as err:  # BCube, or a job over more than two modules
         return {"equation": None, "note": str(err)}
+    if host is not None and host.mode == "full":
+        pred = full_host_time(pred, host)
     return {
         **{k: v for k, v in pred.__dict__.items()},
         "t_comm_s": pred.t_comm_s,
@@ -53,8 +66,28 @@ def prediction(net: Network, job: JobSpec, width: float, model_bytes: float) -> 
     }
 
 
+def full_host_time(pred: Prediction, host: HostTime) -> Prediction:
+    """`pred` with the full-size host time: T_compute = the worker's share, T_ps_update = the PS's,
+    and both bounds (Eqs. 1, 2) recomputed with them."""
+    from workloads import bct_model
+
+    terms = (pred.t_pull_s, host.full_worker_s, pred.t_push_s, host.full_ps_s, pred.t_sync_s)
+    return replace(
+        pred,
+        t_compute_s=host.full_worker_s,
+        t_ps_update_s=host.full_ps_s,
+        bct_min_s=bct_model.bct_min_s(*terms),
+        bct_max_s=bct_model.bct_max_s(*terms),
+    )
+
+
 def placement_prediction(
-    net: Network, job: JobSpec, width: float, model_bytes: float, bytes_per_ps: dict | None
+    net: Network,
+    job: JobSpec,
+    width: float,
+    model_bytes: float,
+    bytes_per_ps: dict | None,
+    host: HostTime | None = None,
 ) -> dict:
     """The model again with the PSs' real byte split: the equations take S/P per PS; TF places
     whole variables, so the busiest PS holds more (VGG-16's big FC kernel). Substituting
@@ -63,7 +96,7 @@ def placement_prediction(
         return {}
     held = [float(b) for b in bytes_per_ps.values()]
     effective = len(net.pss()) * max(held)
-    pred = prediction(net, job, width, effective)
+    pred = prediction(net, job, width, effective, host)
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
@@ -73,9 +106,11 @@ def repredict(run_dir: Path) -> dict:
     summary = json.loads((run_dir / "summary.json").read_text())
     net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
     job = JobSpec.model_validate(manifest["job"])
-    summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"])
+    record = summary.get("host_time") or {}
+    host = HostTime.from_dict(record) if record.get("mode") == "full" else None  # as measured for the run
+    summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"], host)
     summary["predicted_placement"] = placement_prediction(
-        net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps")
+        net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
     )
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

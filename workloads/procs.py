@@ -20,15 +20,16 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulation.env import clean_env
 from emulation.net import Testbed
 from topologies.model import Network
 from workloads.experiment import JobSpec
+from workloads.hosts import Hosts, as_hosts, proc_state
 from workloads.inject import Unrecoverable
 
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
-PS_PORT = 2222
+PS_PORT = 2222  # every task's port inside its own emulated host (workloads.hosts)
+__all__ = ["JobRun", "Proc", "RunError", "failover", "own_lines", "proc_state"]
 
 
 #: TensorFlow's start-up banner (stderr, merged into the process's lines): never "what the job
@@ -50,30 +51,6 @@ def own_lines(raw: list[str]) -> list[str]:
     return [ln for ln in raw if ln.strip() and not TF_BANNER.match(ln)]
 
 
-def proc_state(pid: int) -> str:
-    """What a process is doing, from /proc (no py-spy): its state, and where its threads wait
-    in the kernel (wchan, most common first): e.g. "S (sleeping), 41 threads: futex_wait_queue x38,
-    do_epoll_wait x3"."""
-    try:
-        state = next(
-            ln.split(":", 1)[1].strip()
-            for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
-            if ln.startswith("State:")
-        )
-    except (OSError, StopIteration):
-        return "gone"
-    waits: dict[str, int] = {}
-    tasks = list(Path(f"/proc/{pid}/task").glob("*"))
-    for t in tasks:
-        try:
-            w = (t / "wchan").read_text().strip() or "running"
-        except OSError:
-            continue
-        waits[w if w != "0" else "running"] = waits.get(w if w != "0" else "running", 0) + 1
-    top = ", ".join(f"{w} x{n}" for w, n in sorted(waits.items(), key=lambda kv: -kv[1])[:3])
-    return f"{state}, {len(tasks)} threads: {top}" if top else state
-
-
 @dataclass
 class Proc:
     """One PS or worker process of one attempt of a job, with what it printed."""
@@ -81,7 +58,7 @@ class Proc:
     host: str
     job: str
     task: int
-    popen: subprocess.Popen
+    popen: subprocess.Popen  # or a workloads.hosts.HostProcess (a task on another machine)
     owner: JobRun
     attempt: int = 0
     lines: list[dict] = field(default_factory=list)
@@ -96,7 +73,12 @@ class Proc:
 
     def doing(self) -> str:
         """One line: who, what the kernel says it is doing, and its own last lines."""
-        state = proc_state(self.popen.pid) if self.popen.poll() is None else f"exited ({self.popen.returncode})"
+        if self.popen.poll() is not None:
+            state = f"exited ({self.popen.returncode})"
+        elif isinstance(self.popen, subprocess.Popen):
+            state = proc_state(self.popen.pid)
+        else:  # a task on another machine (workloads.cluster)
+            state = self.owner.hosts.state(self.popen)
         return f"{self.host} ({self.owner.spec.name} {self.job} {self.task}): {state}; last lines: {self.tail(3)}"
 
     def has(self, event: str) -> bool:
@@ -108,26 +90,30 @@ class Proc:
 
 
 class JobRun:
-    """One job on a running testbed: its PS and worker processes, restarted on a standby PS when
-    one of its PSs fails (each restart is an `attempt`; lines of older attempts are ignored)."""
+    """One job on a running testbed (or on real servers: `tb` is then a workloads.hosts.Hosts):
+    its PS and worker processes, restarted on a standby PS when one of its PSs fails (each restart
+    is an `attempt`; lines of older attempts are ignored)."""
 
     def __init__(
         self,
-        tb: Testbed,
+        tb: Testbed | Hosts,
         spec: JobSpec,
         width: float,
         ps: list[str],
         workers: list[str],
         events: queue.Queue,
         checkpoint_dir: Path | None = None,
+        pad_s: float = 0.0,
     ) -> None:
         self.tb = tb
+        self.hosts = as_hosts(tb) if tb is not None else None  # None: tests that start nothing
         self.spec = spec
         self.width = width
         self.ps = list(ps)
         self.workers = list(workers)
         self.events = events
         self.checkpoint_dir = checkpoint_dir
+        self.pad_s = pad_s  # workers sleep this long per step (host_time: full, workloads.hosttime)
         self.procs: list[Proc] = []
         self.attempt = 0
         self.restarts: list[dict] = []  # one per failover: failed PS, standby, steps lost
@@ -137,10 +123,8 @@ class JobRun:
         return self.spec.iterations + self.spec.warmup
 
     def cluster(self) -> dict[str, list[str]]:
-        nodes = self.tb.model.nodes
         return {
-            job: [f"{nodes[h].ip}:{PS_PORT}" for h in hosts]
-            for job, hosts in (("ps", self.ps), ("worker", self.workers))
+            job: [self.hosts.address(h) for h in hosts] for job, hosts in (("ps", self.ps), ("worker", self.workers))
         }
 
     def current(self) -> list[Proc]:
@@ -154,9 +138,9 @@ class JobRun:
         argv += ["--seed", str(j.seed), "--threads", str(j.threads), "--deadline-s", f"{j.deadline_s:g}"]
         if self.checkpoint_dir is not None:
             argv += ["--checkpoint-dir", str(self.checkpoint_dir), "--checkpoint-every", str(j.checkpoint_every)]
-        p = self.tb.host(host).popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=str(REPO)
-        )
+        if job == "worker" and self.pad_s > 0:
+            argv += ["--pad-s", f"{self.pad_s:.6g}"]
+        p = self.hosts.popen(host, argv)
         proc = Proc(host, job, task, p, self, self.attempt)
         threading.Thread(target=self._read, args=(proc,), daemon=True).start()
         self.procs.append(proc)
@@ -199,7 +183,7 @@ class JobRun:
             )
         cur = self.current()
         if ev == "ready" and proc.job == "ps" and all(p.ready for p in cur if p.job == "ps"):
-            self.tb.log("job-start", job=self.spec.name, attempt=self.attempt, workers=self.workers, ps=self.ps)
+            self.hosts.log("job-start", job=self.spec.name, attempt=self.attempt, workers=self.workers, ps=self.ps)
             for i, w in enumerate(self.workers):
                 self._start(w, "worker", i)
 
@@ -290,7 +274,7 @@ def failover(jobs: list[JobRun], net: Network, host: str) -> str:
     used = {h for j in jobs for h in j.ps}
     any_module = not net.family.standby_in_module  # a PSNet PS is replaced within its module
     free = [n.name for n in net.standbys() if n.name not in used and (any_module or n.module == net.nodes[host].module)]
-    jr.tb.set_node(host, up=False)  # the failed server's cables go dark with it
+    jr.hosts.fail(host)  # emulated: the failed server's cables go dark with it
     detail = jr.fail_ps(host, free[0] if free else None)
-    jr.tb.log("failover", failed=host, standby=free[0], job=jr.spec.name)
+    jr.hosts.log("failover", failed=host, standby=free[0], job=jr.spec.name)
     return detail

@@ -23,7 +23,7 @@ Output is JSON lines on stdout, flushed one by one (TF's own logging goes to std
      "model_bytes": bytes, "bytes_per_ps": {"/job:ps/task:0": bytes, ...},
      "start_step": g0, "variables_per_ps": {"/job:ps/task:0": count, ...},
      "global_step_device": "/job:ps/task:0",
-     "placement": "round-robin"|"balanced", "batch_size": b, "seed": s, "t": unix_s}
+     "placement": "round-robin"|"balanced", "batch_size": b, "seed": s, "pad_s": s, "t": unix_s}
     {"event": "error", "job": ..., "task": i, "reason": "deadline", "deadline_s": s, "t": unix_s}
     {"event": "error", "job": ..., "task": i, "reason": "Type: message", "trace": [last lines],
      "t": unix_s}
@@ -64,6 +64,9 @@ Pitfalls of TF 2.21's tf.compat.v1 PS training handled here (each checked on TF 
 - Grappler (TF's graph optimiser) runs on every new set of fetches: for ResNet110 it took ~3.5 s
   of the chief's session set-up and ~5 s of the first step, with no measurable change in later
   steps (0.19-0.21 s either way at batch 5, 1 thread). It is off unless `--grappler on`.
+- `--pad-s` (a job in `host_time: full`, workloads.hosttime) sleeps in a `py_func` that runs after
+  every gradient is computed and before any is pushed (the gradients pass through identities
+  that wait for it): a sleep before the forward pass would overlap the pull of the variables.
 - A TF server cannot be stopped, and tearing down an interpreter that loaded TF takes ~1.5 s more:
   the process ends with os._exit once its output is flushed.
 """
@@ -226,6 +229,8 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
             total_num_replicas=num_workers,
         )
         grads = opt.compute_gradients(loss, var_list=variables)
+        if cfg.pad_s > 0:
+            grads = padded(grads, cfg.pad_s)
         train_op = opt.apply_gradients(grads, global_step=global_step)
     # 0 initial tokens: lock step (see the module docstring)
     sync_hook = opt.make_session_run_hook(is_chief=cfg.task == 0, num_tokens=0)
@@ -237,6 +242,22 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
         bytes_per_ps[ps] += v.shape.num_elements() * v.dtype.base_dtype.size
         variables_per_ps[ps] += 1
     return TrainGraph(train_op, global_step, sync_hook, bytes_per_ps, variables_per_ps, _ps_name(global_step.device))
+
+
+def padded(grads: list[tuple[Any, Any]], pad_s: float) -> list[tuple[Any, Any]]:
+    """The (gradient, variable) pairs, each gradient now available only after a `pad_s` sleep that
+    starts once every gradient is computed: the step's host time grows by pad_s before the push."""
+    import numpy as np
+    import tensorflow as tf
+
+    def sleep() -> Any:
+        time.sleep(pad_s)
+        return np.float32(pad_s)
+
+    with tf.control_dependencies([g for g, _ in grads if g is not None]):
+        slept = tf.compat.v1.py_func(sleep, [], tf.float32, stateful=True, name="host_time_pad")
+    with tf.control_dependencies([slept]):
+        return [(None if g is None else tf.identity(g), v) for g, v in grads]
 
 
 class FastWorkerSessionCreator:
@@ -373,6 +394,7 @@ def run_worker(cfg: JobConfig, out: Emitter) -> None:
         placement=cfg.placement,
         batch_size=cfg.batch_size,
         seed=cfg.seed,
+        pad_s=cfg.pad_s,
         t=time.time(),
     )
 

@@ -68,6 +68,7 @@ class JobConfig:
     grappler: bool = False
     checkpoint_dir: str = ""
     checkpoint_every: int = 0
+    pad_s: float = 0.0  # workers: sleep this long in every step before pushing (host_time: full)
 
     def __post_init__(self) -> None:
         tasks = getattr(self.cluster, self.job, None) if self.job in JOBS else None
@@ -84,6 +85,8 @@ class JobConfig:
         for name in ("batch_size", "iterations", "threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if not self.pad_s >= 0:
+            raise ValueError("--pad-s must be >= 0")
         if self.checkpoint_every < 0 or (self.checkpoint_every and not self.checkpoint_dir):
             raise ValueError("--checkpoint-every needs --checkpoint-dir and must be >= 0")
 
@@ -126,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="shared folder of the job's checkpoints: the chief restores the latest one at start (standby PS)",
     )
     p.add_argument("--checkpoint-every", type=int, default=0, help="the chief saves every N global steps (0: never)")
+    p.add_argument(
+        "--pad-s",
+        type=float,
+        default=0.0,
+        help="workers: seconds slept in every step after the gradients, before the push (full-size host time; "
+        "default 0)",
+    )
     return p
 
 
@@ -150,6 +160,7 @@ def parse_args(argv: list[str] | None = None) -> JobConfig:
             grappler=a.grappler == "on",
             checkpoint_dir=a.checkpoint_dir,
             checkpoint_every=a.checkpoint_every,
+            pad_s=a.pad_s,
         )
     except ValueError as err:
         parser.error(str(err))

@@ -1,7 +1,8 @@
 """Run one experiment: network up, TF PS job(s) inside the hosts, results written, all torn down.
 
-This module is the orchestration only: it checks the jobs against the topology, sizes them and
-asks the model for its prediction (workloads.predict), brings the network up with the fidelity
+This module is the orchestration only: it checks the jobs against the topology, sizes them, gets
+the pad of a job in `host_time: full` (workloads.hosttime: measured once, cached), asks the model
+for its prediction (workloads.predict), brings the network up with the fidelity
 monitor beside it, starts the jobs (workloads.procs) and runs the event loop, then has the
 results written (workloads.results). The event loop feeds each process line to its job, follows
 the first job's chief with a progress bar and applies the experiment's timeline
@@ -20,8 +21,6 @@ import json
 import logging
 import queue
 import shutil
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from emulation.fidelity import Monitor
@@ -29,13 +28,14 @@ from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
 from emulation.net import Testbed
 from topologies.build import build_network
-from topologies.model import Network, Role
 from topologies.schema import TopologySpec
-from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec, load_experiment
+from workloads import hosttime
+from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
-from workloads.procs import JobRun, Proc, RunError, failover
+from workloads.procs import JobRun, RunError, failover
 from workloads.results import manifest, summarize, timeline_outputs, write_lines
+from workloads.runloop import RunResult, resolve_jobs, run_loop
 from workloads.stall import StallWatch
 from workloads.steptime import step_split
 
@@ -45,37 +45,17 @@ REPO = Path(__file__).resolve().parent.parent
 __all__ = ["RunError", "RunResult", "resolve_jobs", "run_experiment", "run_job"]
 
 
-@dataclass
-class RunResult:
-    name: str
-    out_dir: Path
-    complete: bool
-    summary: dict
-
-
-def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
-    """Run an experiment file; results in results/<name>/ (see `run_job`)."""
+def run_experiment(
+    path: str | Path, results: Path = REPO / "results", progress: bool = True, hosts: Path | None = None
+) -> RunResult:
+    """Run an experiment file; results in results/<name>/ (see `run_job`). With `hosts` (an
+    inventory file) it runs on those real servers instead (workloads.hardware)."""
     exp, topo, topo_path = load_experiment(path)
+    if hosts is not None:
+        from workloads.hardware import run_hardware
+
+        return run_hardware(exp, topo, str(topo_path), results / exp.name, hosts, progress, source=str(path))
     return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
-
-
-def resolve_jobs(exp: ExperimentSpec, net: Network, source: str) -> list[tuple[JobSpec, list[str], list[str]]]:
-    """(job, its PS hosts, its worker hosts) for every job; hosts checked against the topology."""
-    out = []
-    for j in exp.all_jobs:
-        ps = list(j.ps) if j.ps is not None else [n.name for n in net.pss()]
-        workers = list(j.workers) if j.workers is not None else [n.name for n in net.workers()]
-        for name, hosts, role in (("ps", ps, Role.PS), ("workers", workers, Role.WORKER)):
-            for h in hosts:
-                if h not in net.nodes or net.nodes[h].role != role:
-                    have = ", ".join(n.name for n in net.by_role(role))
-                    raise ExperimentError(
-                        f"{source}: jobs[{j.name}].{name}: {h} is not a {role.value} of the topology; use one of {have}"
-                    )
-        if not ps or not workers:
-            raise ExperimentError(f"{source}: jobs[{j.name}]: a job needs at least one PS and one worker")
-        out.append((j, ps, workers))
-    return out
 
 
 def run_job(
@@ -94,12 +74,13 @@ def run_job(
     plan = resolve_jobs(exp, net, where)
     planned = plan_timeline(net, exp.timeline, exp.random_failures, where)
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
+    host = _host_times(plan, sizes, topo.scale * exp.compress, where)
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / "checkpoints", ignore_errors=True)  # a new job: nothing to restore from
     main = exp.main
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     (out / "manifest.json").write_text(json.dumps(record, indent=1))
-    predicted = {j.name: prediction(net, j, *sizes[j.name]) for j, _, _ in plan}
+    predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
@@ -107,7 +88,8 @@ def run_job(
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()
         jobs = [
-            JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name) for j, ps, workers in plan
+            JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name, _pad(host[j.name]))
+            for j, ps, workers in plan
         ]
         injector = Injector(
             tb,
@@ -116,7 +98,7 @@ def run_job(
             fail_ps=lambda host: failover(jobs, tb.model, host),
         )
         try:
-            complete = _run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
+            complete = run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError
@@ -138,7 +120,10 @@ def run_job(
             jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress, busiest.as_dict()
         )
         s["predicted"] = predicted[jr.spec.name]
-        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
+        ht = host[jr.spec.name]
+        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
+        s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time, _pad(ht)
+        s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
         summaries[jr.spec.name] = s
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
@@ -158,58 +143,15 @@ def run_job(
     return RunResult(exp.name, out, complete, summary)
 
 
-def _run_loop(
-    exp: ExperimentSpec, jobs: list[JobRun], injector: Injector, progress: bool, stall: StallWatch | None = None
-) -> bool:
-    """Start every job, feed their lines to them, apply the timeline; True when all are done.
-    With `stall`, raises Stalled when the jobs made no progress for a minute (workloads.stall)."""
-    from tqdm import tqdm
-
-    main = jobs[0]
-    deadline = time.monotonic() + max(j.spec.deadline_s for j in jobs)
-    for jr in jobs:
-        jr.start()
-    bar = tqdm(total=main.total_steps, desc=f"{exp.name} steps", unit="step", disable=not progress, leave=False)
+def _host_times(
+    plan: list[tuple[JobSpec, list[str], list[str]]], sizes: dict, factor: float, where: str
+) -> dict[str, hosttime.HostTime | None]:
+    """Each job's full-size host time (measured once per size, cached), None in scaled mode."""
     try:
-        while not all(jr.done for jr in jobs):
-            got = _next(main.events, deadline, min(injector.wait_s(), 1.0), jobs)
-            if got is not None:
-                proc, rec = got
-                proc.owner.handle(proc, rec)
-                if stall is not None:
-                    stall.saw(rec)
-                if proc.owner is main and proc.job == "worker" and proc.task == 0 and proc.attempt == main.attempt:
-                    if injector.t0 is None and _measured_start(main, rec):
-                        injector.start(rec["t_end"] if "t_end" in rec else rec["t"])
-                    if rec["event"] == "iter":
-                        injector.main_step = rec["step"]
-                        bar.n = min(rec["step"], main.total_steps)
-                        bar.refresh()
-            injector.poll()
-            if stall is not None:
-                stall.check()
-    finally:
-        bar.close()
-    return True
+        return {j.name: hosttime.for_spec(j, sizes[j.name][0], len(w), len(ps), factor) for j, ps, w in plan}
+    except hosttime.HostTimeError as err:
+        raise RunError(f"{where}: host_time: full: {err}") from None
 
 
-def _measured_start(main: JobRun, rec: dict) -> bool:
-    """The chief's line that opens the measured steps: ready without warm-up, else the last warm-up step."""
-    if main.spec.warmup == 0:
-        return rec["event"] == "ready"
-    return rec["event"] == "iter" and rec["step"] >= main.spec.warmup
-
-
-def _next(lines: queue.Queue, deadline: float, wait_s: float, jobs: list[JobRun]) -> tuple[Proc, dict] | None:
-    """The next process line, or None after `wait_s`; RunError once the deadline has passed."""
-    if time.monotonic() > deadline:
-        slow = [p for jr in jobs for p in jr.current() if p.job == "worker" and not p.has("done")]
-        who = slow[0] if slow else jobs[0].procs[0]
-        raise RunError(
-            f"deadline of {max(j.spec.deadline_s for j in jobs):g} s passed; {who.host} ({who.job} {who.task}) "
-            f"still running; last lines: {who.tail()}"
-        )
-    try:
-        return lines.get(timeout=max(wait_s, 0.01))
-    except queue.Empty:
-        return None
+def _pad(host: hosttime.HostTime | None) -> float:
+    return host.pad_s if host else 0.0

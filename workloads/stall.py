@@ -70,3 +70,35 @@ class StallWatch:
                 f"stalled: no step and no link moving bytes for {idle:.0f} s (limit {self.limit_s:g} s); "
                 f"the processes: {doing}"
             )
+
+
+class ProgressWatch:
+    """The same rule for processes that report progress as a count (the scheme engine's hosts):
+    armed once `ready()`, progress is the count growing or a window moving bytes; `check` raises
+    Stalled with `doing()` (what each process was at) after `limit_s` without either."""
+
+    def __init__(
+        self,
+        ready: Callable[[], bool],
+        count: Callable[[], int],
+        windows: Callable[[], Sequence[Window]],
+        doing: Callable[[], str],
+        limit_s: float = STALL_S,
+    ) -> None:
+        self.ready, self.count, self.windows, self.doing = ready, count, windows, doing
+        self.limit_s = limit_s
+        self.last: tuple[int, float] | None = None  # (count, when it last grew or the watch armed)
+
+    def check(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        if not self.ready():
+            return
+        n = self.count()
+        if self.last is None or n > self.last[0]:
+            self.last = (n, now)
+        seen = max(t for t in (self.last[1], last_moving(self.windows())) if t is not None)
+        if now - seen >= self.limit_s:
+            raise Stalled(
+                f"stalled: no iteration and no link moving bytes for {now - seen:.0f} s (limit {self.limit_s:g} s); "
+                f"the processes: {self.doing()}"
+            )

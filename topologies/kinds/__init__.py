@@ -11,13 +11,14 @@ from topologies.kinds.bcube import BCUBE, BCubeSpec
 from topologies.kinds.fattree import FATTREE, FatTreeSpec
 from topologies.kinds.leafspine import LEAFSPINE, LeafSpineSpec
 from topologies.kinds.psnet import PSNET, PSNetSpec
+from topologies.kinds.torus import TORUS, TorusSpec
 from topologies.model import Kind
 
 #: every kind, by the name a topology file's `kind:` gives
-KINDS: dict[str, Kind] = {k.name: k for k in (PSNET, FATTREE, BCUBE, LEAFSPINE)}
+KINDS: dict[str, Kind] = {k.name: k for k in (PSNET, FATTREE, BCUBE, LEAFSPINE, TORUS)}
 
 #: a validated topology file of any kind
-TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec | LeafSpineSpec
+TopologySpec = PSNetSpec | FatTreeSpec | BCubeSpec | LeafSpineSpec | TorusSpec
 
 
 def get(name: str) -> Kind:

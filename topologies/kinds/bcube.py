@@ -193,5 +193,10 @@ class BCubeKind(Kind):
         names = [h.name for h in net.hosts()]
         return [(a, b) for a in names for b in names if a != b]
 
+    def address_digits(self, net: Network) -> dict[str, tuple[int, ...]]:
+        """HiPS's server address: the base-n digits (a_k..a_0) the name spells."""
+        n, k = net.spec.n, net.spec.k  # type: ignore[attr-defined]
+        return {s.name: digits(s.index, n, k) for s in net.hosts()}
+
 
 BCUBE = BCubeKind()

@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 
 import networkx as nx
 
-from controller.routing import PAIR_HASHED, Hop, _edges, _hash, path_links, routing_graph, taken_path
+from controller.routing import PAIR_HASHED, Hop, _edges, _hash, kind_fixed, path_links, routing_graph, taken_path
 from controller.tc import initial_circuits
 from topologies.model import Link, Network, Role
 
@@ -204,11 +204,14 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
         n = router.count(src, dst)
         if not n:
             continue
+        fixed = net.family.relay_hosts(net, src, dst) is not None  # e.g. a Torus's dimension order
+        cands = kind_fixed(net, list(router.all(src, dst)), src, dst) if fixed else None
         if net.spec.routing in PAIR_HASHED:
-            pick = router.nth(src, dst, _hash(f"{src}>{dst}>{net.spec.seed}") % n)
+            h = _hash(f"{src}>{dst}>{net.spec.seed}")
+            pick = cands[h % len(cands)] if cands else router.nth(src, dst, h % n)
         else:
             pick = min(
-                router.all(src, dst),
+                cands or router.all(src, dst),
                 key=lambda p: (max(load[e] for e in _edges(p)), sum(load[e] for e in _edges(p))),
             )
         load.update(_edges(pick))

@@ -114,7 +114,7 @@ class Plan:
 def plan(path: str | Path, sets: list[str] = (), scheme: str = TF_PS, paper: bool = False) -> Plan:
     """Read the experiment file, apply `--set` overrides, build the network, size the job."""
     from workloads.predict import choose_width
-    from workloads.runner import resolve_jobs
+    from workloads.runloop import resolve_jobs
     from workloads.schemes import SCHEMES
 
     src = str(path)

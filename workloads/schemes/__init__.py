@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from workloads.schemes.flat import halving_doubling, mesh, ps, ring
+from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
+from workloads.schemes.hips import hips
 from workloads.schemes.rat import rat
 from workloads.schemes.schedule import Schedule, ScheduleError
 
@@ -19,6 +21,9 @@ SCHEMES: dict[str, str] = {
     "ring": "nothing (worker order is the ring)",
     "halving-doubling": "nothing (any W; non-powers of two fold the extra workers in first)",
     "rat": "regions: each worker's region per oversubscribed level (rack, pod, ...)",
+    "hips": "digits: every server's address (BCube, Torus; all servers are workers); stages ms/rs/ps per level",
+    "hrs": "digits (as hips): RS in every stage",
+    "hips-ms": "digits (as hips): MS in every stage",
 }
 
 
@@ -29,8 +34,16 @@ def compile_scheme(
     servers: Sequence[str] = (),
     regions: Mapping[str, Sequence[str]] | None = None,
     trees: int | None = None,
+    digits: Mapping[str, Sequence[int]] | None = None,
+    hips_stages: str | Sequence[str] | None = None,
+    hips_parallel: bool = True,
+    both_ways: bool = False,
 ) -> Schedule:
-    """The schedule of scheme `name` for these workers and a gradient of `n_elems` float32."""
+    """The schedule of scheme `name` for these workers and a gradient of `n_elems` float32.
+
+    HiPS variants take the servers' address `digits` (`Kind.address_digits`), the per-level
+    methods, whether h processes run in parallel, and whether rings run both ways
+    (`Kind.rings_both_ways`)."""
     if name == "ps":
         return ps(workers, n_elems, servers)
     if name == "mesh":
@@ -41,6 +54,8 @@ def compile_scheme(
         return halving_doubling(workers, n_elems)
     if name == "rat":
         return rat(workers, n_elems, regions or {w: () for w in workers}, trees)
+    if name in HIPS_VARIANTS:
+        return hips(workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, variant=name)
     raise ScheduleError(f"unknown scheme {name!r}; schemes: {', '.join(SCHEMES)}")
 
 

@@ -31,10 +31,23 @@ class LinkLoad:
         return self.nbytes * 8 / (mbps * 1e6)
 
 
+def _relay_closed_paths(net: Network, pairs: list[tuple[str, str]]) -> dict:
+    """Paths of the pairs, and of every (relay, dst) a relaying server forwards by (its own route:
+    `taken_path` follows it), so multi-hop pairs on BCube and Torus can be counted."""
+    circuits = initial_circuits(net)
+    paths: dict = {}
+    want = pairs
+    while want:
+        paths.update(compute_paths(net, circuits, pairs=want))
+        relayed = {(h.node, dst) for (_, dst), p in paths.items() for h in p[1:-1] if net.nodes[h.node].is_host}
+        want = sorted(relayed - set(paths))
+    return paths
+
+
 def link_loads(net: Network, schedule: Schedule) -> list[LinkLoad]:
     """Bytes per directed cable, busiest (by time at its rate) first."""
     pairs = pair_bytes(schedule)
-    paths = compute_paths(net, initial_circuits(net), pairs=list(pairs))
+    paths = _relay_closed_paths(net, list(pairs))
     missing = [p for p in pairs if p not in paths]
     if missing:
         raise ValueError(f"{net.name}: no route for {missing[:3]} (is every scheme host in the topology?)")

@@ -102,7 +102,15 @@ def calibrated_gradient(seed: int, iteration: int, index: int, n_elems: int) -> 
 async def run(cfg: dict[str, Any]) -> None:
     name = cfg["name"]
     sched = compile_scheme(
-        cfg["scheme"], cfg["workers"], cfg["n_elems"], servers=cfg.get("servers", ()), regions=cfg.get("regions")
+        cfg["scheme"],
+        cfg["workers"],
+        cfg["n_elems"],
+        servers=cfg.get("servers", ()),
+        regions=cfg.get("regions"),
+        digits=cfg.get("digits"),
+        hips_stages=cfg.get("hips_stages"),
+        hips_parallel=cfg.get("hips_parallel", True),
+        both_ways=cfg.get("both_ways", False),
     )
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
     engine = HostEngine(name, sched, addresses)

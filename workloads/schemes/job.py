@@ -5,8 +5,9 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
 - iterations.csv: per host and measured iteration, compute/sync/apply seconds and payload bytes;
 - summary.json: per-iteration GST (the slowest worker's synchronisation time) and BCT (its compute
   + synchronisation + apply), the schedule's own expectation (bytes on the busiest cable over its
-  rate), bytes per host, cross-region bytes per level, the dependency-chain length, the fidelity
-  verdict, and, with `check`, the sums verified;
+  rate), HiPS Table 3's GST where the topology and scheme have one (`gst_formula_s`), bytes per
+  host, cross-region bytes per level, the dependency-chain length, the fidelity verdict, and,
+  with `check`, the sums verified;
 - manifest.json: the experiment, topology, sizes and seeds;
 - with a timeline: timeline.csv, events.csv, timeline.png (workloads.schemes.timeline_run).
 """
@@ -33,9 +34,20 @@ from workloads.procs import RunError
 from workloads.schemes import compile_scheme
 from workloads.schemes.count import expected_sync_s
 from workloads.schemes.emulated import run_in_testbed
+from workloads.schemes.gst import formula_s
+from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 from workloads.schemes.host import verify_sums
-from workloads.schemes.schedule import ELEM_BYTES, Schedule, chain_length, cross_region_bytes, host_bytes
+from workloads.schemes.launch import read_rows
+from workloads.schemes.schedule import (
+    ELEM_BYTES,
+    Schedule,
+    ScheduleError,
+    chain_length,
+    cross_region_bytes,
+    host_bytes,
+)
 from workloads.schemes.timeline_run import SchemeTimeline
+from workloads.stall import ProgressWatch
 from workloads.stats import describe
 
 LOG = logging.getLogger(__name__)
@@ -70,7 +82,11 @@ class Prepared:
 def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
     the schedule and write the engine's config; ExperimentError names what does not fit."""
+    digits = net.family.address_digits(net)
+    everyone = job.scheme in HIPS_VARIANTS  # HiPS syncs every server of the address grid
     workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
+    if everyone and job.workers is None:
+        workers = [n.name for n in net.hosts() if n.name in digits]
     servers = (list(job.ps) if job.ps is not None else [n.name for n in net.pss()]) if job.scheme == "ps" else []
     for h in workers + servers:
         if h not in net.nodes or not net.nodes[h].is_host:
@@ -82,7 +98,15 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
     regions = net.family.regions(net)
-    sched = compile_scheme(job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers})
+    hips_args = {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
+    both_ways = net.family.rings_both_ways
+    try:
+        sched = compile_scheme(
+            job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers},
+            digits=digits, both_ways=both_ways, **hips_args,
+        )  # fmt: skip
+    except ScheduleError as err:
+        raise ExperimentError(f"{where}: job.scheme: {err}") from None
     compute_s = 0.0
     if job.compute == "calibrated":
         compute_s = job.compute_s if job.compute_s is not None else calibrated_compute_s(job, width)
@@ -102,8 +126,33 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "warmup": job.warmup,
         "iterations": job.iterations,
         "check": job.check,
+        "digits": {w: list(digits[w]) for w in workers if w in digits},
+        "both_ways": both_ways,
+        **hips_args,
     }
     return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
+
+
+def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
+    """A stall watch over the engine's hosts: armed when every host is connected (its ready line),
+    progress is any host finishing an iteration or a link moving bytes."""
+
+    def lines(h: str) -> list[dict]:
+        return read_rows(run_dir / f"{h}.jsonl")
+
+    def doing() -> str:
+        parts = []
+        for h in hosts:
+            its = [r["iteration"] for r in lines(h) if "iteration" in r]
+            parts.append(f"{h}: " + (f"iteration {its[-1]} done" if its else "no iteration done"))
+        return "; ".join(parts)
+
+    return ProgressWatch(
+        ready=lambda: all(lines(h) for h in hosts),
+        count=lambda: sum(1 for h in hosts for r in lines(h) if "iteration" in r),
+        windows=windows,
+        doing=doing,
+    )
 
 
 def run_scheme_job(
@@ -135,10 +184,14 @@ def run_scheme_job(
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
+        stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
+
+        def tick() -> None:
+            timeline.tick()
+            stall.check()
+
         try:
-            run = run_in_testbed(
-                tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=timeline.tick
-            )
+            run = run_in_testbed(tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick)
         except (RuntimeError, Unrecoverable) as err:
             error = str(err)
             run = None
@@ -160,6 +213,11 @@ def run_scheme_job(
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
     problems = verify_sums(out / "engine", workers) if job.check else []
     expected = expected_sync_s(net, sched)
+    nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
+    both_ways = net.family.rings_both_ways
+    gst_formula_s = formula_s(
+        cfg["digits"], both_ways, job.scheme, job.hips_stages, job.hips_parallel, model_bytes, nic_mbps
+    )
     summary = {
         "name": exp.name,
         "complete": True,
@@ -179,6 +237,7 @@ def run_scheme_job(
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
+        "gst_formula_s": gst_formula_s,
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
         "cross_region_bytes": cross_region_bytes(sched, regions),
         "chain_length": chain_length(sched),

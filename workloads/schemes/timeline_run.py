@@ -111,11 +111,12 @@ class SchemeTimeline:
         pauses = [
             Applied(t0 + t, "pause_senders", f"{','.join(hs)} for {d:g} s") for t, hs, d in self.rounds if t0 + t < end
         ]
-        events = sorted(applied + pauses, key=lambda a: a.t)
-        metrics = recovery(steps, events)
-        drops = dict(zip([id(a) for a in applied], dropped, strict=False))
-        for m, a in zip(metrics, events, strict=True):
-            m.update(drops.get(id(a), {}))
+        # network events and pause draws are costed apart: a draw every d would otherwise end
+        # every network event's window after d seconds
+        net_metrics = recovery(steps, applied)
+        for m, d in zip(net_metrics, dropped or [{}] * len(applied), strict=True):
+            m.update(d)
+        metrics = sorted(net_metrics + recovery(steps, pauses), key=lambda m: m["t"])
         write_csv(out, {self.exp.name: steps}, metrics, t0)
         plot(out, {self.exp.name: steps}, metrics, t0, f"{self.exp.name}: iteration time (BCT) per iteration")
         missed = [e.model_dump(exclude_none=True) for e in (inj.pending() if inj else self.planned)]

@@ -1,0 +1,112 @@
+"""`testbed compare RUN_A RUN_B`: two runs of one experiment side by side, typically emulated
+(`testbed run EXP`) and real (`testbed run EXP --hosts INV`): how a user validates the emulator.
+
+Read from each run's summary.json only (nothing is recomputed): the BCT's mean, 95% CI and
+median, the model's prediction (and, for a real run, when it applies), and per PS the bytes TF
+placed on it and the bytes its NIC moved (an emulated PS's interfaces; a real PS's server's
+data-plane NIC, which also carries any worker sharing that server).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    summary: dict
+
+
+def load_run(ref: str) -> Run:
+    """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither."""
+    for folder in (Path(ref), REPO / "results" / ref):
+        f = folder / "summary.json"
+        if f.is_file():
+            return Run(folder.name, json.loads(f.read_text()))
+    raise FileNotFoundError(f"{ref}: no summary.json there nor in results/{ref}/; give a run's results folder")
+
+
+def mode(s: dict) -> str:
+    return "hardware" if s.get("hardware") else "emulated"
+
+
+def nic_bytes(s: dict) -> dict[str, int]:
+    """PS host -> bytes its NIC(s) moved (rx + tx) over the run."""
+    if s.get("hardware"):
+        placed = s["hardware"]["placements"]
+        servers = s["hardware"]["servers"]
+        out = {}
+        for ps in s.get("ps_hosts", []):
+            v = servers.get(placed.get(ps, {}).get("server"), {})
+            if v:
+                out[ps] = v.get("run_rx_bytes", v["rx_bytes"]) + v.get("run_tx_bytes", v["tx_bytes"])
+        return out
+    return {ps: sum(d["rx"] + d["tx"] for d in ifs.values()) for ps, ifs in (s.get("ps_nic_bytes") or {}).items()}
+
+
+def _mb(v: float | None) -> str:
+    return "-" if v is None else f"{v / 1e6:.3f} MB"
+
+
+def _model(s: dict) -> str:
+    p = s.get("predicted") or {}
+    if p.get("equation"):
+        return f"{p['bct_min_s']:.3f}-{p['bct_max_s']:.3f} s ({p['equation']})"
+    return p.get("note", "-")
+
+
+def rows(a: Run, b: Run) -> list[tuple[str, str, str]]:
+    sa, sb = a.summary, b.summary
+    ba, bb = sa["bct_s"], sb["bct_s"]
+    out = [
+        ("mode", mode(sa), mode(sb)),
+        ("job", _job(sa), _job(sb)),
+        ("BCT mean", _bct(ba), _bct(bb)),
+        ("BCT p50", _s(ba.get("p50")), _s(bb.get("p50"))),
+        ("model BCT", _model(sa), _model(sb)),
+    ]
+    pa, pb = sa.get("bytes_per_ps") or {}, sb.get("bytes_per_ps") or {}
+    for i, key in enumerate(sorted(set(pa) | set(pb))):
+        out.append((f"PS {i} placed", _mb(pa.get(key)), _mb(pb.get(key))))
+    na, nb = nic_bytes(sa), nic_bytes(sb)
+    for i in range(max(len(sa.get("ps_hosts", [])), len(sb.get("ps_hosts", [])))):
+        ha, hb = _at(sa.get("ps_hosts", []), i), _at(sb.get("ps_hosts", []), i)
+        out.append((f"PS {i} NIC rx+tx", f"{ha}: {_mb(na.get(ha))}", f"{hb}: {_mb(nb.get(hb))}"))
+    if ba.get("mean") and bb.get("mean"):
+        out.append(("BCT b / a", "", f"{bb['mean'] / ba['mean']:.2f}x"))
+    return out
+
+
+def compare(a: Run, b: Run) -> str:
+    """The side-by-side table."""
+    table = [("", a.label, b.label), *rows(a, b)]
+    w0 = max(len(r[0]) for r in table)
+    w1 = max(len(r[1]) for r in table)
+    lines = [f"{r[0]:{w0}s}  {r[1]:{w1}s}  {r[2]}".rstrip() for r in table]
+    for run in (a, b):  # a real run's model is about the topology file's network: say when it holds
+        if run.summary.get("prediction_applies"):
+            lines.append(f"{run.label}: model is {run.summary['prediction_applies']}")
+    return "\n".join(lines)
+
+
+def _job(s: dict) -> str:
+    return f"{s.get('model')} W={s.get('workers')} P={s.get('ps')} BS={s.get('batch_size')} scale {s.get('scale')}"
+
+
+def _bct(b: dict) -> str:
+    if not b.get("n"):
+        return "- (no measured step)"
+    return f"{b['mean']:.3f} s +-{b['ci95']:.3f} (95% CI, n={b['n']})"
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f} s"
+
+
+def _at(xs: list[str], i: int) -> str:
+    return xs[i] if i < len(xs) else "-"

@@ -1,0 +1,289 @@
+"""Hardware mode (`testbed run EXP --hosts INV`) against two "servers" made here.
+
+Each server is a network namespace running OpenSSH's sshd (keys made by the test), reached from
+this namespace over its own veth pair (management, 192.168.215.0/30 and .4/30), and joined to
+the other by a Linux bridge in a third namespace (the data plane, 192.168.214.0/24): so the NIC
+counters the run reports are the job's traffic, not the SSH sessions. The servers' "remote
+checkout" is this checkout (same filesystem); TensorFlow runs inside the server namespaces. The
+tiny model runs with 1 PS + 2 workers: 3 tasks on 2 servers (capacity 2 on one). The fixtures
+kill sshd and delete the namespaces whatever the tests did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from tests.sshd_helpers import keygen, processes, sh
+
+pytestmark = [pytest.mark.root, pytest.mark.tf]
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTBED = [sys.executable, "-m", "testbed.cli"]
+DATA = "192.168.214.{}"
+
+
+class Servers:
+    """Two sshd namespaces on a shared data-plane bridge."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        tag = f"{os.getpid() % 100000}"
+        self.netns = [f"psnet-hw{i}-{tag}" for i in (1, 2)]
+        self.switch = f"psnet-hwsw-{tag}"
+        self.mgmt = [f"phwm{i}{tag}" for i in (1, 2)]
+        self.addresses = ["192.168.215.2", "192.168.215.6"]
+        self.key = keygen(base / "user_key")
+        (base / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+        self.known_hosts = base / "known_hosts"
+        self.sshd: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        sh("ip", "netns", "add", self.switch)
+        self._in(self.switch, "ip", "link", "add", "br0", "type", "bridge")
+        self._in(self.switch, "ip", "link", "set", "br0", "up")
+        known = []
+        for i, ns in enumerate(self.netns):
+            sh("ip", "netns", "add", ns)
+            self._in(ns, "ip", "link", "set", "lo", "up")
+            peer = f"{i * 4 + 1}"
+            sh("ip", "link", "add", self.mgmt[i], "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("ip", "addr", "add", f"192.168.215.{peer}/30", "dev", self.mgmt[i])
+            sh("ip", "link", "set", self.mgmt[i], "up")
+            self._in(ns, "ip", "addr", "add", f"{self.addresses[i]}/30", "dev", "eth0")
+            self._in(ns, "ip", "link", "set", "eth0", "up")
+            self._in(ns, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", f"p{i}", "netns", self.switch)
+            self._in(ns, "ip", "addr", "add", f"{DATA.format(i + 1)}/24", "dev", "eth1")
+            self._in(ns, "ip", "link", "set", "eth1", "up")
+            self._in(self.switch, "ip", "link", "set", f"p{i}", "master", "br0", "up")
+            host_key = keygen(self.base / f"host_key{i}")
+            known.append(f"{self.addresses[i]} {' '.join(Path(f'{host_key}.pub').read_text().split()[:2])}")
+            self._sshd(ns, self.addresses[i], host_key, i)
+        self.known_hosts.write_text("\n".join(known) + "\n")
+
+    def _in(self, ns: str, *argv: str) -> None:
+        sh("ip", "netns", "exec", ns, *argv)
+
+    def _sshd(self, ns: str, address: str, host_key: Path, i: int) -> None:
+        cfg = self.base / f"sshd_config{i}"
+        cfg.write_text(
+            f"ListenAddress {address}\nPort 22\nHostKey {host_key}\nPidFile {self.base / f'sshd{i}.pid'}\n"
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
+            "Subsystem sftp internal-sftp\n"
+        )
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+        log = (self.base / f"sshd{i}.log").open("w")
+        self.sshd.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex((address, 22)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"sshd {i} did not start: {(self.base / f'sshd{i}.log').read_text()[-500:]}")
+
+    def pids(self, i: int) -> list[int]:
+        return [int(p) for p in sh("ip", "netns", "pids", self.netns[i], check=False).stdout.split()]
+
+    def extra(self) -> dict[str, list[str]]:
+        """Per server, the processes other than its sshd listener (sessions, job tasks)."""
+        out = {}
+        for i, ns in enumerate(self.netns):
+            listener = self.sshd[i].pid if i < len(self.sshd) else None
+            others = []
+            for p in processes(self.pids(i)):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if p.pid != listener:
+                        others.append(" ".join(p.cmdline())[:160])
+            out[ns] = others
+        return out
+
+    def stop(self) -> None:
+        left = [p for i in range(2) for p in processes(self.pids(i))] if self.netns else []
+        for d in self.sshd:
+            d.terminate()
+            try:
+                d.wait(5)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+        for proc in left + [p for i in range(2) for p in processes(self.pids(i))]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        for ns in [*self.netns, self.switch]:
+            sh("ip", "netns", "del", ns, check=False)
+        for m in self.mgmt:
+            sh("ip", "link", "del", m, check=False)
+
+    def inventory(self, path: Path) -> Path:
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "known_hosts": str(self.known_hosts),
+                    "checkout": str(ROOT),
+                    "hosts": [
+                        {
+                            "name": "server1",
+                            "ssh": {"host": self.addresses[0], "user": "root", "key": str(self.key)},
+                            "data": DATA.format(1),
+                            "role": "any",
+                            "capacity": 2,
+                        },
+                        {
+                            "name": "server2",
+                            "ssh": {"host": self.addresses[1], "user": "root", "key": str(self.key)},
+                            "data": DATA.format(2),
+                            "role": "worker",
+                        },
+                    ],
+                }
+            )
+        )
+        return path
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, request) -> Servers:
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("OpenSSH's sshd is missing (apt-get install openssh-server; scripts/setup.sh installs it)")
+    s = Servers(tmp_path_factory.mktemp("hardware"))
+    request.addfinalizer(s.stop)
+    s.start()
+    return s
+
+
+@pytest.fixture
+def experiment(tmp_path, request) -> tuple[Path, str]:
+    """The tiny job, 1 PS + 2 workers of the PSNet prototype's topology; its results removed after."""
+    name = f"hw-test-{os.getpid()}-{request.node.name[-12:].strip('_')}"
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "topology": str(ROOT / "topologies" / "psnet-testbed.yaml"),
+                "job": {
+                    "model": "tiny",
+                    "iterations": 3,
+                    "warmup": 1,
+                    "deadline_s": 300,
+                    "ps": ["ps1_1"],
+                    "workers": ["w1_1_1", "w1_2_1"],
+                },
+            }
+        )
+    )
+    yield exp, name
+    shutil.rmtree(ROOT / "results" / name, ignore_errors=True)
+
+
+def _settle(servers: Servers, timeout_s: float = 15) -> dict[str, list[str]]:
+    deadline = time.monotonic() + timeout_s
+    while any(servers.extra().values()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return servers.extra()
+
+
+def test_a_tiny_job_runs_on_two_servers_and_reports_bct_and_nic_bytes(servers, experiment, tmp_path):
+    exp, name = experiment
+    inv = servers.inventory(tmp_path / "inventory.yaml")
+    r = subprocess.run(
+        [*TESTBED, "run", str(exp), "--hosts", str(inv), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    print(r.stdout)  # shown with pytest -rP
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{name}: tiny W=2 P=1" in r.stdout and "BCT measured" in r.stdout
+    assert "server server1 (ps1_1, w1_1_1): eth1 rx" in r.stdout
+    s = json.loads((ROOT / "results" / name / "summary.json").read_text())
+    assert s["complete"] and s["mode"] == "hardware" and s["bct_s"]["n"] == 3
+    assert s["hardware"]["placements"] == {
+        "ps1_1": {"server": "server1", "address": "192.168.214.1:2222"},
+        "w1_1_1": {"server": "server1", "address": "192.168.214.1:2223"},
+        "w1_2_1": {"server": "server2", "address": "192.168.214.2:2222"},
+    }
+    for srv in ("server1", "server2"):  # the job's traffic went over the data-plane bridge
+        v = s["hardware"]["servers"][srv]
+        assert v["nic"] == "eth1" and v["run_rx_bytes"] > 0 and v["run_tx_bytes"] > 0, v
+        assert v["cpus"] >= 1 and v["cpu_mean"] is not None
+    # server2's worker exchanged its gradient with the PS on server1: as many bytes each way as
+    # TF placed on the PS, at least
+    assert s["hardware"]["servers"]["server2"]["run_tx_bytes"] > s["bytes_per_ps"]["/job:ps/task:0"]
+    iters = (ROOT / "results" / name / "iterations.csv").read_text()
+    assert "w1_2_1" in iters and "w1_1_1" in iters
+    assert _settle(servers) == {ns: [] for ns in servers.netns}  # nothing left on either server
+
+    cmp = subprocess.run([*TESTBED, "compare", str(ROOT / "results" / name), name], capture_output=True, text=True)
+    assert cmp.returncode == 0, cmp.stderr
+    print(cmp.stdout)
+    assert "mode" in cmp.stdout and "hardware" in cmp.stdout and "ps1_1:" in cmp.stdout
+
+
+def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experiment, tmp_path):
+    exp, _ = experiment
+    inv = servers.inventory(tmp_path / "inventory.yaml")
+    p = subprocess.Popen(
+        [*TESTBED, "run", str(exp), "--hosts", str(inv), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        worker = False
+        while not worker and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.5)
+            worker = any("--job worker" in c for c in servers.extra()[servers.netns[1]])
+        assert worker, "the worker on server2 never started"
+        time.sleep(2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, (p.returncode, out, err)
+    assert "interrupted" in err
+    assert _settle(servers) == {ns: [] for ns in servers.netns}
+
+
+def test_bad_inventory_and_unreachable_server_are_one_line(servers, experiment, tmp_path):
+    exp, _ = experiment
+    inv = servers.inventory(tmp_path / "inventory.yaml")
+    data = yaml.safe_load(inv.read_text())
+    data["hosts"][0]["capacity"] = 1  # 3 tasks, room for 2
+    inv.write_text(yaml.safe_dump(data))
+    r = subprocess.run([*TESTBED, "run", str(exp), "--hosts", str(inv)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{inv}: hosts: no server left with capacity for" in r.stderr
+    data["hosts"][0]["capacity"] = 2
+    data["hosts"][1]["ssh"]["port"] = 2  # nothing listens there
+    inv.write_text(yaml.safe_dump(data))
+    r = subprocess.run([*TESTBED, "run", str(exp), "--hosts", str(inv)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert f"{servers.addresses[1]}:2: unreachable (Connection refused)" in r.stderr
+    assert _settle(servers) == {ns: [] for ns in servers.netns}  # server1's connection closed too

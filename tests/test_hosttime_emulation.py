@@ -1,0 +1,47 @@
+"""A real TF job in real Mininet hosts in both host-time modes: in `full` every step is longer than
+in `scaled` by about the pad the run measured (workloads.hosttime)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workloads.runner import run_experiment
+
+pytestmark = [pytest.mark.root, pytest.mark.tf]
+ROOT = Path(__file__).resolve().parent.parent
+#: the tiny CNN "at full size" is 60 MB (width ~26): enough compute for a pad well above the steps' noise
+FULL_BYTES = 60e6
+
+
+def run(tmp_path: Path, mode: str):
+    f = tmp_path / f"ht-{mode}.yaml"
+    job = {"model": "tiny", "model_bytes": FULL_BYTES, "iterations": 4, "warmup": 1, "deadline_s": 300}
+    f.write_text(
+        json.dumps(
+            {
+                "name": f"ht-{mode}",
+                "topology": str(ROOT / "topologies" / "psnet-1tor.yaml"),
+                "scale": 20,
+                "job": {**job, "host_time": mode},
+            }
+        )
+    )
+    return run_experiment(f, results=tmp_path / "results", progress=False)
+
+
+def test_full_host_time_lengthens_every_step_by_about_the_pad(tmp_path):
+    scaled, full = run(tmp_path, "scaled").summary, run(tmp_path, "full").summary
+    assert scaled["complete"] and full["complete"]
+    assert (scaled["host_time_mode"], scaled["host_time_pad_s"]) == ("scaled", 0.0)
+    assert full["host_time_mode"] == "full"
+    ht, pad = full["host_time"], full["host_time_pad_s"]
+    assert pad == pytest.approx(ht["full_s"] - ht["scaled_s"]) and pad > 0.2, ht
+    # the model speaks of the same host time as the padded run
+    assert full["predicted"]["t_compute_s"] == ht["full"]["worker_s"]
+    assert full["predicted"]["t_ps_update_s"] == ht["full"]["ps_s"]
+    assert full["bct_s"]["min"] >= pad  # every measured step slept the pad
+    longer = full["bct_s"]["mean"] - scaled["bct_s"]["mean"]
+    assert 0.5 * pad <= longer <= pad + 1.0, (longer, pad, scaled["bct_s"], full["bct_s"])
