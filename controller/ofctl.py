@@ -1,18 +1,51 @@
-"""Turning `Flow` and `Group` data into OpenFlow 1.3 messages, and programming a switch by difference."""
+"""Turning `Flow` and `Group` data into OpenFlow 1.3 messages, and programming a switch by difference.
+
+An ECMP `Group` is not an OpenFlow select group: OVS hashes those in the datapath (dp_hash and
+recirculation), so its flow dump never shows which connection took which port. Instead a rule
+that sends to group G loads G into reg1, hashes the packet's symmetric 5-tuple into reg0 with
+Nicira's `multipath` action (bucket 0..n-1, the switch's own basis) and resubmits to
+`ECMP_TABLE`, where one rule per bucket outputs to its port (`routing.bucket_flows`). The hash
+is computed when OVS translates a flow, so the datapath flow carries the connection's TCP
+ports and its output port (emulation.flows reads C from it).
+"""
 
 from __future__ import annotations
 
-from controller.routing import Flow, Group
+from os_ken.ofproto import nicira_ext
+
+from controller.routing import ECMP_TABLE, Flow, Group, bucket_flows, ecmp_basis
+
+#: reg0's bits that hold the bucket (up to 65536 buckets)
+_BUCKET_BITS = nicira_ext.ofs_nbits(0, 15)
 
 
-def flow_mod(dp, flow: Flow, delete: bool = False):
-    """An OFPFlowMod adding (or strictly deleting) one rule."""
+def ecmp_actions(dp, group: Group) -> list:
+    """The actions of a rule that sends to `group`: group id -> reg1, hash -> reg0, resubmit."""
+    parser = dp.ofproto_parser
+    return [
+        parser.OFPActionSetField(reg1=group.group_id),
+        parser.NXActionMultipath(
+            fields=nicira_ext.NX_HASH_FIELDS_SYMMETRIC_L4,
+            basis=ecmp_basis(dp.id),
+            algorithm=nicira_ext.NX_MP_ALG_HRW,
+            max_link=len(group.ports) - 1,
+            arg=0,
+            ofs_nbits=_BUCKET_BITS,
+            dst="reg0",
+        ),
+        parser.NXActionResubmitTable(table_id=ECMP_TABLE),
+    ]
+
+
+def flow_mod(dp, flow: Flow, delete: bool = False, groups: dict[int, Group] | None = None):
+    """An OFPFlowMod adding (or strictly deleting) one rule; `groups` resolves an ECMP rule's group."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     match = parser.OFPMatch(**dict(flow.match))
     if delete:
         return parser.OFPFlowMod(
             datapath=dp,
             cookie=flow.cookie,
+            table_id=flow.table,
             command=ofp.OFPFC_DELETE_STRICT,
             priority=flow.priority,
             match=match,
@@ -20,26 +53,16 @@ def flow_mod(dp, flow: Flow, delete: bool = False):
             out_group=ofp.OFPG_ANY,
         )
     if flow.group is not None:
-        actions = [parser.OFPActionGroup(flow.group)]
+        group = (groups or {}).get(flow.group)
+        if group is None:
+            raise ValueError(f"rule {flow.match} sends to ECMP group {flow.group}, which the switch does not hold")
+        actions = ecmp_actions(dp, group)
     else:
         actions = [parser.OFPActionOutput(flow.out_port)]
     inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-    return parser.OFPFlowMod(datapath=dp, cookie=flow.cookie, priority=flow.priority, match=match, instructions=inst)
-
-
-def group_mod(dp, group: Group, command: str):
-    """An OFPGroupMod: `add`, `modify` or `delete` a select group, one equal bucket per port.
-    With no selection method, Open vSwitch 3.1 picks the bucket by `dp_hash` over the symmetric
-    L3/L4 fields (addresses, protocol, TCP ports): per connection, as an ECMP switch."""
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    cmd = {"add": ofp.OFPGC_ADD, "modify": ofp.OFPGC_MODIFY, "delete": ofp.OFPGC_DELETE}[command]
-    buckets = [
-        parser.OFPBucket(
-            weight=1, watch_port=ofp.OFPP_ANY, watch_group=ofp.OFPG_ANY, actions=[parser.OFPActionOutput(p)]
-        )
-        for p in (group.ports if command != "delete" else ())
-    ]
-    return parser.OFPGroupMod(dp, cmd, ofp.OFPGT_SELECT, group.group_id, buckets)
+    return parser.OFPFlowMod(
+        datapath=dp, cookie=flow.cookie, table_id=flow.table, priority=flow.priority, match=match, instructions=inst
+    )
 
 
 def clear(dp) -> None:
@@ -59,29 +82,38 @@ def clear(dp) -> None:
     dp.send_msg(parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL, []))
 
 
+def _rules(items: set[Flow | Group]) -> dict[tuple, Flow]:
+    """Every rule a switch holds, ECMP groups expanded into their bucket rules, by (table, priority, match)."""
+    flows = [f for f in items if isinstance(f, Flow)]
+    flows += [b for g in items if isinstance(g, Group) for b in bucket_flows(g)]
+    return {(f.table, f.priority, f.match): f for f in flows}
+
+
 def program(dp, old: set[Flow | Group], new: set[Flow | Group]) -> int:
-    """Bring a switch from `old` to `new`: groups added or changed first (rules may point at them),
-    then rules no longer wanted deleted and new ones added (a changed action is re-added, which
-    overwrites the same match), then groups no longer wanted deleted (deleting a group deletes
-    the rules that still use it), then a barrier. Returns the barrier's xid."""
+    """Bring a switch from `old` to `new`: bucket rules added or changed first (routes may
+    resubmit to them), then routes no longer wanted deleted and new or changed ones added (an
+    ECMP route whose group changed is re-added: its hash range depends on the bucket count),
+    then bucket rules no longer wanted deleted, then a barrier. Returns the barrier's xid."""
     old_groups = {g.group_id: g for g in old if isinstance(g, Group)}
     new_groups = {g.group_id: g for g in new if isinstance(g, Group)}
-    for gid, g in new_groups.items():
-        if gid not in old_groups:
-            dp.send_msg(group_mod(dp, g, "add"))
-        elif old_groups[gid] != g:
-            dp.send_msg(group_mod(dp, g, "modify"))
-    old_by_match = {(f.priority, f.match): f for f in old if isinstance(f, Flow)}
-    new_by_match = {(f.priority, f.match): f for f in new if isinstance(f, Flow)}
-    for key, f in old_by_match.items():
-        if key not in new_by_match:
-            dp.send_msg(flow_mod(dp, f, delete=True))
-    for key, f in new_by_match.items():
-        if old_by_match.get(key) != f:
+    old_rules, new_rules = _rules(old), _rules(new)
+
+    def changed(key: tuple, f: Flow) -> bool:
+        was = old_rules.get(key)
+        return was != f or (f.group is not None and old_groups.get(f.group) != new_groups.get(f.group))
+
+    for key, f in new_rules.items():
+        if f.table == ECMP_TABLE and changed(key, f):
             dp.send_msg(flow_mod(dp, f))
-    for gid, g in old_groups.items():
-        if gid not in new_groups:
-            dp.send_msg(group_mod(dp, g, "delete"))
+    for key, f in old_rules.items():
+        if f.table != ECMP_TABLE and key not in new_rules:
+            dp.send_msg(flow_mod(dp, f, delete=True))
+    for key, f in new_rules.items():
+        if f.table != ECMP_TABLE and changed(key, f):
+            dp.send_msg(flow_mod(dp, f, groups=new_groups))
+    for key, f in old_rules.items():
+        if f.table == ECMP_TABLE and key not in new_rules:
+            dp.send_msg(flow_mod(dp, f, delete=True))
     barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
     dp.set_xid(barrier)
     dp.send_msg(barrier)

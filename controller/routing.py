@@ -9,10 +9,17 @@ routes inside multi-NIC hosts) and the BCT model all see the same paths.
   except BCube and Torus servers, which relay; a kind may fix which relays a pair crosses
   (`Kind.relay_hosts`: a Torus's dimension order), and then only those candidates remain.
 - Strategy `ecmp` leaves the choice to the switches, as a real ECMP switch makes it: wherever a
-  pair has several equal-cost next hops, its rule sends to an OpenFlow select group with one
-  bucket per next hop, and Open vSwitch picks the bucket per packet by a hash of its 5-tuple
-  (OVS >= 2.10 without a selection method: dp_hash over the symmetric L3/L4 fields), so two TCP
-  connections of one host pair may take different paths. For everything that needs one path
+  pair has several equal-cost next hops, its rule sends to an ECMP group (`Group`: one bucket
+  per next hop), and the switch picks the bucket by a hash of each packet's symmetric 5-tuple,
+  so two TCP connections of one host pair may take different paths. On Open vSwitch a group is
+  Nicira's `multipath(symmetric_l4, basis, hrw, ...)` into a register and a resubmit to table
+  `ECMP_TABLE`, one rule per bucket (controller.ofctl): the hash is computed when a flow is
+  translated, so each connection's datapath flow carries its TCP ports and its output port,
+  which is how a run measures C (emulation.flows). An OpenFlow select group hashes in the
+  datapath instead (dp_hash + recirculation): its datapath flows show a masked hash, not the
+  connection. Each switch hashes with its own basis (`ecmp_basis`), as real switches seed their
+  hash per box: with one basis, a connection's choice at the edge would fix its choice at the
+  aggregation switch too, and half the core paths would never be used. For everything that needs one path
   per pair (host routes, the BCT and flow models, `testbed topo check`'s expected hops),
   `compute_paths` returns the `hashed` choice: one draw of a per-connection hash (a TF job keeps
   one connection per worker-PS pair), so the models' C for `ecmp` is that of `hashed`.
@@ -41,6 +48,9 @@ PRIO_L2 = 50
 COOKIE_ROUTE = 0x10
 COOKIE_CIRCUIT = 0x20
 COOKIE_L2 = 0x30
+COOKIE_ECMP = 0x40
+#: the table of ECMP buckets: (reg1 = group id, reg0 = bucket) -> output
+ECMP_TABLE = 1
 #: strategies whose per-pair path is the seeded hash (ecmp: one draw of the switches' hash)
 PAIR_HASHED = frozenset({"hashed", "ecmp"})
 
@@ -59,21 +69,37 @@ class Hop:
 @dataclass(frozen=True)
 class Flow:
     """A flow rule as plain data: what an OpenFlow switch must hold, comparable and hashable.
-    It outputs to `out_port`, or (ECMP, `out_port` None) sends to select group `group`."""
+    It outputs to `out_port`, or (ECMP, `out_port` None) hashes into ECMP group `group`."""
 
     priority: int
     cookie: int
     match: tuple[tuple[str, object], ...]
     out_port: int | None
     group: int | None = None
+    table: int = 0
 
 
 @dataclass(frozen=True)
 class Group:
-    """An OpenFlow select group: one equal-weight bucket per equal-cost next hop (`ports`)."""
+    """An ECMP group: one equal-weight bucket per equal-cost next hop (`ports`); on the switch,
+    a hash into a register and one `bucket_flows` rule per bucket."""
 
     group_id: int
     ports: tuple[int, ...]
+
+
+def bucket_flows(group: Group) -> list[Flow]:
+    """The group's buckets as rules of `ECMP_TABLE`: bucket i (reg0) of this group (reg1) outputs
+    to its port. Single-output rules, so per-port packet accounting reads them as any route."""
+    return [
+        Flow(PRIO_ROUTE, COOKIE_ECMP, (("reg0", i), ("reg1", group.group_id)), port, table=ECMP_TABLE)
+        for i, port in enumerate(group.ports)
+    ]
+
+
+def ecmp_basis(dpid: int) -> int:
+    """The switch's own 16-bit hash basis (stable per switch, different between switches)."""
+    return _hash(f"dpid {dpid}") & 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -199,12 +225,12 @@ def next_hops(
 
 def group_id(ports: tuple[int, ...]) -> int:
     """A stable id for the group of these buckets (the same after any recompute, so a reroute
-    only adds and removes groups, never renumbers them); below OFPG_MAX."""
+    only adds and removes groups, never renumbers them); nonzero, below 2^31 (fits a register)."""
     return 1 + _hash(f"{ports}") % 0x7FFFFFFE
 
 
 def _ecmp_rules(net: Network, hops: dict[tuple[str, str], dict[str, tuple[int, ...]]]) -> dict[str, set]:
-    """ECMP rules: per pair and switch on its shortest paths, an output or a select-group rule."""
+    """ECMP rules: per pair and switch on its shortest paths, an output or an ECMP-group rule."""
     out: dict[str, set] = {n.name: set() for n in net.switches()}
     for (src, dst), at in hops.items():
         match = (("eth_type", 0x0800), ("ipv4_src", _ip(net, src)), ("ipv4_dst", _ip(net, dst)))
@@ -231,7 +257,7 @@ def switch_flows(
     down: Iterable[LinkKey] = (),
 ) -> dict[str, set[Flow | Group]]:
     """Every switch's rules: circuits on ECSs, (src, dst) IPv4 routes or BCube L2 rules elsewhere;
-    with `ecmp` routing, select groups wherever a pair has several equal-cost next hops (`down`:
+    with `ecmp` routing, ECMP groups wherever a pair has several equal-cost next hops (`down`:
     the failed links those groups must leave out)."""
     flows: dict[str, set] = {n.name: set() for n in net.switches()}
     for worker, slot in circuits.items():

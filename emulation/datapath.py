@@ -165,7 +165,8 @@ class Rule:
 def rules(bridges: list[str]) -> list[Rule]:
     """Every single-output rule of the bridges with its packet counter, current to now (the
     userspace datapath credits rules only when a revalidator runs: wait for one round). ECMP's
-    select-group buckets count as rules too (a bucket outputs to one port)."""
+    buckets are such rules (controller.ofctl); select-group buckets, if a bridge has any, count
+    as rules too (a bucket outputs to one port)."""
     _out("ovs-appctl", "revalidator/wait")
     out = []
     for br in bridges:

@@ -129,6 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, js in (s.get("jobs") or {}).items():
         jb = js["bct_s"]
         print(f"  job {name:9s} W={js['workers']} P={js['ps']}: BCT mean {jb['mean']:.3f} s (n={jb['n']})")
+    _print_flows(s)
     f = s["fidelity"]
     if s.get("hardware"):
         _print_hardware(s)
@@ -173,6 +174,7 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
         print(f"  cross-region  {levels}")
     if s["sums_checked"]:
         print(f"  sums          {'exact on every worker' if not s['sum_problems'] else s['sum_problems'][0]}")
+    _print_flows(s)
     f = s["fidelity"]
     print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
     tl = s.get("timeline")
@@ -185,6 +187,17 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
         if network or tl.get("not_applied"):
             _print_timeline({**tl, "events": network})
     print(f"  results       {out_dir}")
+
+
+def _print_flows(s: dict) -> None:
+    """The routing and C measured on the busiest shared link (emulation.flows)."""
+    c = s.get("flows_on_busiest_link")
+    if not c:
+        return
+    where = f"on {c['link']}" if c["link"] else "(no shared link carried a connection)"
+    routes = f"; the controller's per-pair paths give {c['from_routes']}" if c.get("from_routes") is not None else ""
+    lost = f"; {c['unmapped']} of {c['streams']} not followed" if c.get("unmapped") else ""
+    print(f"  routing       {s.get('routing', '?')}: C = {c['c']} connections {where}{routes}{lost}")
 
 
 def _num(v: float | None, fmt: str = ".2f") -> str:

@@ -1,6 +1,7 @@
 """ECMP as a switch does it (`routing: ecmp`, FatTree's default): per-pair next-hop sets and
-select groups as data (pure), and on a real FatTree k=4 several TCP connections of one host pair
-spread over more than one core path (root)."""
+ECMP groups as data (pure), their OpenFlow form (a per-switch `multipath` hash and one bucket
+rule per port), and on a real FatTree k=4 several TCP connections of one host pair spread over
+more than one core path (root)."""
 
 from __future__ import annotations
 
@@ -66,9 +67,12 @@ def test_connections_of_one_pair_spread_over_core_paths():
 
     with Testbed(TOPOLOGIES / "fattree-k4.yaml") as tb:
         desc = subprocess.run(
-            ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", "e0_0"], capture_output=True, text=True, check=True
+            ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", "e0_0"], capture_output=True, text=True, check=True
         ).stdout
-        assert re.search(r"type=select,bucket=.*output:3,bucket=.*output:4", desc), desc
+        # the ECMP group of e0_0's two uplinks: a hash over 2 buckets, bucket 0 -> port 3, 1 -> port 4
+        assert re.search(r"multipath\(symmetric_l4,\d+,hrw,2,0,NXM_NX_REG0\[0\.\.15\]\),resubmit\(,1\)", desc), desc
+        assert re.search(r"table=1,.*reg0=0,reg1=\S+ actions=output:3", desc), desc
+        assert re.search(r"table=1,.*reg0=0x1,reg1=\S+ actions=output:4", desc), desc
         cores = [ln for ln in tb.model.links if ln.kind == "agg-core"]
         up = {ln.intf(ln.a): ln for ln in cores if ln.a.startswith("a0_")}  # pod 0's aggs toward the cores
         assert len(up) == 4
@@ -98,3 +102,52 @@ def test_group_buckets_count_as_rules_of_their_port():
     )
     got = [(r.key, r.out_port, r.packets, r.age_s) for r in group_buckets("e0_0", desc, stats)]
     assert got == [("group=47350710,bucket=0", 3, 2051, 5.388), ("group=47350710,bucket=1", 4, 5922, 5.388)]
+
+
+class _Datapath:
+    """What ofctl needs of an os-ken Datapath; every message is serialised as it would be sent."""
+
+    def __init__(self, dpid: int) -> None:
+        from os_ken.ofproto import ofproto_v1_3, ofproto_v1_3_parser
+
+        self.ofproto, self.ofproto_parser, self.id = ofproto_v1_3, ofproto_v1_3_parser, dpid
+        self.sent: list = []
+
+    def send_msg(self, msg) -> None:
+        msg.serialize()
+        self.sent.append(msg)
+
+    def set_xid(self, msg) -> None:
+        msg.set_xid(len(self.sent) + 1)
+
+
+def test_ecmp_group_becomes_a_per_switch_hash_and_bucket_rules(k4):
+    from controller import ofctl
+    from controller.routing import ECMP_TABLE, bucket_flows, ecmp_basis
+
+    circuits = initial_circuits(k4)
+    rules = switch_flows(k4, circuits, compute_paths(k4, circuits))["e0_0"]
+    (up,) = [g for g in rules if isinstance(g, Group)]
+    dp = _Datapath(k4.nodes["e0_0"].dpid)
+    ofctl.program(dp, set(), rules)
+    mods = [m for m in dp.sent if type(m).__name__ == "OFPFlowMod"]
+    buckets = [m for m in mods if m.table_id == ECMP_TABLE]
+    assert mods[: len(buckets)] == buckets  # buckets first: routes resubmit to them
+    assert [(dict(m.match.items()), m.instructions[0].actions[0].port) for m in buckets] == [
+        ({"reg0": 0, "reg1": up.group_id}, 3),
+        ({"reg0": 1, "reg1": up.group_id}, 4),
+    ]
+    to_group = [m for m in mods if m.table_id == 0 and len(m.instructions[0].actions) == 3]
+    assert len(to_group) == 2 * 14
+    load, hash_, resubmit = to_group[0].instructions[0].actions
+    assert load.key == "reg1" and load.value == up.group_id
+    assert (hash_.max_link, hash_.dst, hash_.basis) == (1, "reg0", ecmp_basis(dp.id))
+    assert resubmit.table_id == ECMP_TABLE
+    bases = {ecmp_basis(k4.nodes[n].dpid) for n in ("e0_0", "e0_1", "a0_2", "a0_3", "a1_2", "e1_0")}
+    assert len(bases) == 6  # each switch hashes with its own seed: choices do not repeat hop to hop
+    # removing the group removes its bucket rules (after the routes that used them)
+    dp2 = _Datapath(dp.id)
+    ofctl.program(dp2, rules, {r for r in rules if not isinstance(r, Group) and r.group is None})
+    deleted = [m for m in dp2.sent if type(m).__name__ == "OFPFlowMod"]
+    assert [m.table_id for m in deleted][-2:] == [ECMP_TABLE, ECMP_TABLE]
+    assert {dict(m.match.items())["reg0"] for m in deleted[-2:]} == {f.match[0][1] for f in bucket_flows(up)}

@@ -89,10 +89,18 @@ def write_lines(out: Path, jobs: list[JobRun], events: list[dict]) -> None:
 
 
 def summarize(
-    jr: JobRun, net: Network, model_bytes: float, verdict, complete: bool, error: str, compress: float
+    jr: JobRun,
+    net: Network,
+    model_bytes: float,
+    verdict,
+    complete: bool,
+    error: str,
+    compress: float,
+    flows: dict | None = None,
 ) -> dict:
     """Per-step BCT (the slowest worker of each step) after warm-up, with the model beside it.
-    A restarted job's repeated steps count once per attempt (they were really run twice)."""
+    A restarted job's repeated steps count once per attempt (they were really run twice).
+    `flows`: C measured on the busiest shared link (emulation.flows.Busiest.as_dict)."""
     spec = jr.spec
     by_step: dict[tuple[int, int], float] = {}
     for r in jr.iterations():
@@ -107,6 +115,7 @@ def summarize(
         "error": error,
         "scale": net.spec.scale,
         "routing": net.spec.routing,  # ecmp: the switches hash each connection (C varies per run)
+        "flows_on_busiest_link": flows,
         "model": spec.model,
         "workers": len(jr.workers),
         "ps": len(jr.ps),

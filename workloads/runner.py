@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 from emulation.fidelity import Monitor
+from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
 from emulation.net import Testbed
 from topologies.build import build_network
@@ -84,6 +85,7 @@ def run_job(
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
+        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()
         jobs = [
             JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name, _pad(host[j.name]))
@@ -104,6 +106,7 @@ def run_job(
             error, interrupted = "interrupted by the user", True
         finally:
             verdict = monitor.stop(since=jobs[0].first_measured_s())
+            busiest = flows.stop(since=jobs[0].first_measured_s())
             for jr in jobs:
                 jr.stop()
             if injector.applied:
@@ -113,7 +116,9 @@ def run_job(
             timings = dict(tb.timings)
     summaries = {}
     for jr in jobs:
-        s = summarize(jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress)
+        s = summarize(
+            jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress, busiest.as_dict()
+        )
         s["predicted"] = predicted[jr.spec.name]
         ht = host[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)

@@ -48,7 +48,7 @@ class FatTreeSpec(SpecBase):
     standby_ps: int = Field(default=0, ge=0, description="standby PSs: the next free hosts after the PSs")
     routing: Literal["ecmp", "hashed", "balanced"] = Field(
         default="ecmp",
-        description="ecmp: switches hash each connection over the equal-cost paths (select groups); "
+        description="ecmp: switches hash each connection over the equal-cost paths (OVS multipath); "
         "hashed: one seeded path per (src, dst); balanced: least-loaded per (src, dst) (the paper's C)",
     )
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from emulation.fidelity import Monitor
+from emulation.flows import FlowSampler
 from emulation.net import Testbed
 from topologies.build import build_network
 from topologies.model import Network
@@ -181,6 +182,7 @@ def run_scheme_job(
     error = ""
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
+        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
 
@@ -195,6 +197,7 @@ def run_scheme_job(
             run = None
         finally:
             verdict = monitor.stop()
+            busiest = flows.stop()
             timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
@@ -242,6 +245,8 @@ def run_scheme_job(
         "sums_checked": job.check,
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
+        "routing": net.spec.routing,
+        "flows_on_busiest_link": busiest.as_dict(),
     }
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
