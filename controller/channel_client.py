@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from typing import TextIO
 
@@ -39,13 +40,17 @@ def error_reply(err: Exception) -> dict:
 
 
 class Channel:
-    """One connection to the controller's control channel."""
+    """One connection to the controller's control channel. Thread-safe: a request and its reply
+    are one exchange under a lock, so a sampler thread asking for `state` while the run's thread
+    waits out a reconfiguration's dark period cannot take the other's reply (it did, and the
+    socket then timed out for both)."""
 
     def __init__(self, port: int, timeout_s: float = 30.0) -> None:
         self.port = port
         self.timeout_s = timeout_s
         self._sock: socket.socket | None = None
         self._file: TextIO | None = None
+        self._lock = threading.Lock()
 
     def connect(self, wait_s: float = 15.0) -> Channel:
         """Connect, retrying while the controller process starts."""
@@ -62,15 +67,16 @@ class Channel:
 
     def request(self, op: str, **fields: object) -> dict:
         """Send one request; return the reply, raise ChannelError if the controller refused it."""
-        if self._file is None:
-            self.connect()
-        assert self._file is not None
-        try:
-            self._file.write(encode({"op": op, **fields}))
-            self._file.flush()
-            line = self._file.readline()
-        except OSError as err:
-            raise ChannelError(f"controller channel broke during {op}: {err}") from None
+        with self._lock:
+            if self._file is None:
+                self.connect()
+            assert self._file is not None
+            try:
+                self._file.write(encode({"op": op, **fields}))
+                self._file.flush()
+                line = self._file.readline()
+            except OSError as err:
+                raise ChannelError(f"controller channel broke during {op}: {err}") from None
         if not line:
             raise ChannelError(f"controller closed the channel during {op} (did it crash?)")
         try:

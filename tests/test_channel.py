@@ -115,6 +115,35 @@ def test_round_trip_over_loopback(handler):
     assert not thread.is_alive()
 
 
+def test_requests_from_two_threads_each_get_their_own_reply(handler):
+    """The run's thread and a sampler thread share one Channel: every reply goes to its request
+    (unlocked, a `state` sent during another request's wait took that request's reply)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    thread = threading.Thread(target=lambda: serve_connection(server.accept()[0], handler), daemon=True)
+    thread.start()
+    ch = Channel(port, timeout_s=10).connect(wait_s=5)
+    wrong: list[str] = []
+
+    def ask(op: str, key: str) -> None:
+        for _ in range(200):
+            reply = ch.request(op)
+            if key not in reply:
+                wrong.append(f"{op} got {sorted(reply)}")
+
+    try:
+        askers = [threading.Thread(target=ask, args=a) for a in (("state", "circuits"), ("status", "ok"))]
+        for a in askers:
+            a.start()
+        for a in askers:
+            a.join(timeout=30)
+        assert wrong == []
+    finally:
+        ch.close()
+        server.close()
+    thread.join(timeout=5)
+
+
 def test_client_says_when_nothing_answers():
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
