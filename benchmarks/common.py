@@ -8,6 +8,7 @@ and nothing imports them but their scripts and tests.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
@@ -75,3 +76,19 @@ def meta(args: argparse.Namespace) -> dict:
         "idle_before_pct": psutil.cpu_times_percent(interval=2.0).idle,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def write_results(out_dir: Path, stem: str, title: str, res: dict, table: str, quick: bool) -> None:
+    """<stem>.json (everything measured, with `meta`) and <stem>.md (a header saying what produced the
+    numbers, then the tables), and the tables on stdout with the wall time."""
+    m = res["meta"]
+    mode = "quick" if quick else "full"
+    (out_dir / f"{stem}.json").write_text(json.dumps(res, indent=1))
+    (out_dir / f"{stem}.md").write_text(
+        f"# {title} ({mode}, {m['started']}, commit {m['git_commit'][:10]}"
+        f"{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s, "
+        f"machine {m['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
+    )
+    print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")
+    print(table)
+    print(f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / f'{stem}.json'}, {out_dir / f'{stem}.md'}")

@@ -22,7 +22,6 @@ runs); time spent waiting for the lock is measured and left out of the bring-up 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import fmt, lock_wait_s, md_table, median, meta, setup_logging
+from benchmarks.common import fmt, lock_wait_s, md_table, median, meta, setup_logging, write_results
 from benchmarks.reconfig import (
     RECONFIG_OTHER_TOR,
     RECONFIG_PS,
@@ -446,20 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     if "shaping" in figures:
         res["shaping"] = shaping_figure(rates, [1, 6], iperf_s)
     res["meta"]["wall_s"] = time.monotonic() - t0
-    table = format_tables(res)
-    (out_dir / "network.json").write_text(json.dumps(res, indent=1))
-    mode = "quick" if args.quick else "full"
-    (out_dir / "network.md").write_text(
-        f"# Network benchmark ({mode}, {res['meta']['started']}, commit {res['meta']['git_commit'][:10]}"
-        f"{' + local changes' if res['meta']['git_dirty'] else ''}, {res['meta']['wall_s']:.0f} s, "
-        f"machine {res['meta']['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
-    )
-    print(f"machine idle before the run: {res['meta']['idle_before_pct']:.0f}% (other work skews every figure)")
-    print(table)
-    print(
-        f"wall time: {res['meta']['wall_s']:.1f} s ({mode}); written: {out_dir / 'network.json'}, "
-        f"{out_dir / 'network.md'}"
-    )
+    write_results(out_dir, "network", "Network benchmark", res, format_tables(res), args.quick)
     return 0
 
 

@@ -21,7 +21,6 @@ Writes results/bench/schemes.json and schemes.md; prints the tables. No timed as
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import resource
 import sys
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import TOP, fmt, md_table, meta, setup_logging
+from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
 
 LOG = logging.getLogger("bench.schemes")
 SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat")
@@ -318,20 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         if "hips" in figures:
             res["hips"] = hips_figure([5.0, 10.0], iterations, tmp)
     res["meta"]["wall_s"] = time.monotonic() - t0
-    table = format_tables(res)
-    (out_dir / "schemes.json").write_text(json.dumps(res, indent=1))
-    mode = "quick" if args.quick else "full"
-    (out_dir / "schemes.md").write_text(
-        f"# Scheme benchmark ({mode}, {res['meta']['started']}, commit {res['meta']['git_commit'][:10]}"
-        f"{' + local changes' if res['meta']['git_dirty'] else ''}, {res['meta']['wall_s']:.0f} s, "
-        f"machine {res['meta']['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
-    )
-    print(f"machine idle before the run: {res['meta']['idle_before_pct']:.0f}% (other work skews every figure)")
-    print(table)
-    print(
-        f"wall time: {res['meta']['wall_s']:.1f} s ({mode}); "
-        f"written: {out_dir / 'schemes.json'}, {out_dir / 'schemes.md'}"
-    )
+    write_results(out_dir, "schemes", "Scheme benchmark", res, format_tables(res), args.quick)
     return 0
 
 

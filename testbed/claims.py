@@ -27,19 +27,16 @@ from typing import Annotated, Any, Literal, Protocol
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from testbed import fig13
 from testbed.fig13 import implied_host_s
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "psnet-paper.yaml"
 NOT_MEASURED = "not measured"
 
 
-class PointLike(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def series(self) -> str: ...
-    @property
-    def group(self) -> str: ...
+class PointLike(fig13.PointLike, Protocol):
+    """A figure's point as a claim reads it: fig13's (id, series, group) and its x."""
+
     @property
     def x(self) -> float | None: ...
 

@@ -167,14 +167,23 @@ def measure_p_s(update_bytes: int) -> float:
     return _rate_per_s(run, n * BYTES_PER_FLOAT32)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def read_cache(path: Path, what: str = "calibration") -> dict[str, Any]:
+    """A JSON cache file's entries ({} when absent; a warning and {} when unreadable)."""
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, json.JSONDecodeError) as err:
-        log.warning("ignoring unreadable calibration cache %s: %s", path, err)
+        log.warning("ignoring unreadable %s cache %s: %s", what, path, err)
         return {}
+
+
+def write_cache(path: Path, cache: dict[str, Any]) -> None:
+    """Replace the cache file atomically: a concurrent reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cache, indent=2, sort_keys=True))
+    tmp.replace(path)
 
 
 def calibrate(
@@ -194,7 +203,7 @@ def calibrate(
     path = cache_path or cache_file()
     version = tf_version()
     key = cache_key(model_name, batch_size, version)
-    cache = _read(path)
+    cache = read_cache(path)
     if not force and key in cache:
         log.debug("calibration cache hit %s", key)
         return Calibration(**cache[key])
@@ -208,8 +217,5 @@ def calibrate(
     cal = Calibration(model_name, batch_size, version, threads, p_w, p_s, model_bytes, time.time())
     log.info("calibrated %s: P_w %.1f samples/s, P_s %.3g bytes/s", key, p_w, p_s)
     cache[key] = asdict(cal)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=2, sort_keys=True))
-    tmp.replace(path)  # atomic: a concurrent reader never sees half a file
+    write_cache(path, cache)
     return cal

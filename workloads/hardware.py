@@ -33,8 +33,8 @@ from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.inventory import Placement, load_inventory, place
 from workloads.predict import choose_width, placement_prediction, prediction
 from workloads.procs import JobRun, RunError, failover
-from workloads.results import manifest, summarize, timeline_outputs, write_lines
-from workloads.runloop import RunResult, resolve_jobs, run_loop
+from workloads.results import manifest, summarize
+from workloads.runloop import RunResult, conclude, resolve_jobs, run_loop
 from workloads.stall import StallWatch
 
 LOG = logging.getLogger(__name__)
@@ -159,15 +159,7 @@ def run_hardware(
         "placements": _placements(placements),
         "servers": servers,
     }
-    write_lines(out, jobs, cluster.events)
-    if exp.timeline or len(jobs) > 1:
-        summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    if interrupted:
-        raise KeyboardInterrupt
-    if error:
-        raise failure(f"{error} (partial results kept in {out})")
-    return RunResult(exp.name, out, complete, summary)
+    return conclude(out, exp, jobs, injector, cluster.events, summary, complete, error, interrupted, failure)
 
 
 def _placements(placements: dict[str, Placement]) -> dict[str, dict]:

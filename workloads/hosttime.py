@@ -196,23 +196,6 @@ def cache_key(
     return f"{kind}|{model}|w={width:.6g}|{size}|tf={version}|threads={threads}"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, json.JSONDecodeError) as err:
-        log.warning("ignoring unreadable host-time cache %s: %s", path, err)
-        return {}
-
-
-def _write(path: Path, cache: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=2, sort_keys=True))
-    tmp.replace(path)  # atomic: a concurrent reader never sees half a file
-
-
 def share(
     kind: Kind,
     model: str,
@@ -228,7 +211,7 @@ def share(
     path = cache_path or cache_file()
     version = calibrate.tf_version()
     key = cache_key(kind, model, width, batch_size, workers, ps, version, threads)
-    cache = _read(path)
+    cache = calibrate.read_cache(path, "host-time")
     if not force and key in cache:
         log.debug("host-time cache hit %s", key)
         d = cache[key]
@@ -238,9 +221,9 @@ def share(
     steps = tuple(out["steps_s"])
     size = (kind, model, width, batch_size, workers, ps, threads, version)
     got = Share(*size, seconds=min(steps), steps_s=steps, bytes=out["bytes"], measured_unix_s=time.time())
-    cache = _read(path)  # again: another run may have added entries meanwhile
+    cache = calibrate.read_cache(path, "host-time")  # again: another run may have added entries meanwhile
     cache[key] = asdict(got)
-    _write(path, cache)
+    calibrate.write_cache(path, cache)
     return got
 
 

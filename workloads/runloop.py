@@ -6,6 +6,7 @@ lines, applies the timeline and watches for stalls, and the result record. Emula
 
 from __future__ import annotations
 
+import json
 import queue
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from topologies.model import Network, Role
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 from workloads.inject import Injector
 from workloads.procs import JobRun, Proc, RunError
+from workloads.results import timeline_outputs, write_lines
 from workloads.stall import StallWatch
 
 
@@ -100,3 +102,29 @@ def _next(lines: queue.Queue, deadline: float, wait_s: float, jobs: list[JobRun]
         return lines.get(timeout=max(wait_s, 0.01))
     except queue.Empty:
         return None
+
+
+def conclude(
+    out: Path,
+    exp: ExperimentSpec,
+    jobs: list[JobRun],
+    injector: Injector,
+    events: list,
+    summary: dict,
+    complete: bool,
+    error: str,
+    interrupted: bool,
+    failure: type[RunError] = RunError,
+) -> RunResult:
+    """Write what a run measured (lines, timeline outputs, summary.json), then end it as it ended:
+    KeyboardInterrupt if the user stopped it, `failure` (RunError or a kind of it the sweep tells
+    apart) if it failed, else its result."""
+    write_lines(out, jobs, events)
+    if exp.timeline or exp.random_failures or len(jobs) > 1:
+        summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if interrupted:
+        raise KeyboardInterrupt
+    if error:
+        raise failure(f"{error} (partial results kept in {out})")
+    return RunResult(exp.name, out, complete, summary)

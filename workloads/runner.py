@@ -34,8 +34,8 @@ from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
 from workloads.procs import JobRun, RunError, failover
-from workloads.results import manifest, summarize, timeline_outputs, write_lines
-from workloads.runloop import RunResult, resolve_jobs, run_loop
+from workloads.results import manifest, summarize
+from workloads.runloop import RunResult, conclude, resolve_jobs, run_loop
 from workloads.stall import StallWatch
 from workloads.steptime import step_split
 
@@ -132,15 +132,7 @@ def run_job(
         summary["jobs"] = summaries
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
-    write_lines(out, jobs, events)
-    if exp.timeline or exp.random_failures or len(jobs) > 1:
-        summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    if interrupted:
-        raise KeyboardInterrupt
-    if error:
-        raise failure(f"{error} (partial results kept in {out})")
-    return RunResult(exp.name, out, complete, summary)
+    return conclude(out, exp, jobs, injector, events, summary, complete, error, interrupted, failure)
 
 
 def _host_times(
