@@ -181,17 +181,27 @@ def fattree_k(hosts: int) -> int:
 
 
 # --- points ---------------------------------------------------------------------------------------
-def compute_point(fig: ModelFigure, series: Series, workers: int, flow_cap: int) -> dict[str, Any]:
-    """Analytic and (up to `flow_cap` workers) flow-model T_push + T_pull of one point."""
+#: spec fields that set rates only: points differing in nothing else share one routing
+RATE_FIELDS = ("oversubscription", "K", "inter_module_mbps", "name")
+
+
+def compute_point(
+    fig: ModelFigure, series: Series, workers: int, flow_cap: int, routed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Analytic and (up to `flow_cap` workers) flow-model T_push + T_pull of one point.
+    `routed` keeps this replay's routings by shape (RATE_FIELDS left out) to reuse across r, K."""
     from workloads.bct_scale import analytic_comm
-    from workloads.flowmodel.sweep import job_routes, simulate_ps_job
+    from workloads.flowmodel.sweep import job_routes, rebind, simulate_ps_job
 
     data = spec_data(fig, series, workers)
     source = f"{FIGURES / fig.figure}.yaml ({series.label}, W={workers})"
     t0 = time.perf_counter()
     net = build_network(parse_spec(data, source), source)
     model_bytes = fig.model_mb * 1e6
-    job = job_routes(net, model_bytes)
+    shape = json.dumps({k: v for k, v in data.items() if k not in RATE_FIELDS}, sort_keys=True)
+    routed = {} if routed is None else routed
+    job = rebind(routed[shape], net) if shape in routed else job_routes(net, model_bytes)
+    routed[shape] = job
     a = analytic_comm(net, job.routes, model_bytes, job.workers, job.pss, paper_literal=series.paper_literal)
     point: dict[str, Any] = {
         "spec": data,
@@ -242,6 +252,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
     t0 = time.monotonic()
     rows: list[dict[str, Any]] = []
     done: dict[str, dict[str, Any]] = {}  # this run's points by spec: a line two panels share runs once
+    routed: dict[str, Any] = {}  # this run's routings by shape (compute_point)
     for panel in fig.panels:
         for series in panel.series:
             for w in xs:
@@ -252,7 +263,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
                 point = done.get(key) or (None if fresh else kept_point(path, data, want_flow))
                 if point is None:
                     LOG.info("%s: %s %s W=%d", name, panel.id, series.label, w)
-                    point = compute_point(fig, series, w, cap)
+                    point = compute_point(fig, series, w, cap, routed)
                 done[key] = point
                 path.write_text(json.dumps(point, indent=1))
                 rows.append({"panel": panel.id, "series": series.label, **point})

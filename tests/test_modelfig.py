@@ -133,3 +133,21 @@ def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
     assert cli.main(["replay", "fig7", "--quick"]) == 0
     assert calls == [("fig7", {"quick": True, "fresh": False})]
     assert "fig7: " in capsys.readouterr().out
+
+
+def test_routes_rebound_to_another_r_carry_its_rates():
+    """A FatTree is routed once for all r: the rebound cables are the other build's, same paths."""
+    from workloads.flowmodel.sweep import rebind
+
+    def build(r: float):
+        data = {**load_network(figure.TOPOLOGIES / "fattree-testbed.yaml").spec.model_dump(), "oversubscription": r}
+        return build_network(parse_spec(data, "fattree-testbed.yaml"))
+
+    one, two = build(1), build(2)
+    fresh, moved = job_routes(two, S), rebind(job_routes(one, S), two)
+    assert moved.routes.cables.keys() == fresh.routes.cables.keys()
+    for pair, hops in fresh.routes.cables.items():
+        assert [(ln.key, ln.paper_mbps, frm) for ln, frm in moved.routes.cables[pair]] == [
+            (ln.key, ln.paper_mbps, frm) for ln, frm in hops
+        ]
+    assert any(ln.paper_mbps == 500 for hops in moved.routes.cables.values() for ln, _ in hops)

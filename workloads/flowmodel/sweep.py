@@ -62,6 +62,16 @@ def job_routes(net: Network, model_bytes: float) -> JobRoutes:
     return JobRoutes(workers, pss, traffic, flow_routes(net, traffic.pairs()))
 
 
+def rebind(job: JobRoutes, net: Network) -> JobRoutes:
+    """The same routes on another build of the same shape (e.g. another oversubscription r):
+    each cable replaced by `net`'s cable of the same key, so its rate is `net`'s. Routing
+    depends on the cabling and the strategy, never on rates (least-loaded counts flows), so a
+    figure routes a FatTree once for all its r: at W = 384 that routing is minutes."""
+    by_key = {ln.key: ln for ln in net.links}
+    cables = {pair: [(by_key[ln.key], frm) for ln, frm in hops] for pair, hops in job.routes.cables.items()}
+    return JobRoutes(job.workers, job.pss, job.traffic, Routes(cables, job.routes.exact, 0.0))
+
+
 def simulate_ps_job(net: Network, job: JobRoutes) -> FlowPoint:
     """One iteration of the job on SimGrid (a spawned process), at the paper's link rates."""
     t0 = time.perf_counter()
