@@ -111,10 +111,13 @@ def differences(rows: list[dict[str, Any]]) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     seen: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    flow = {json.dumps(r["spec"], sort_keys=True): r["flowmodel_s"] for r in rows if r.get("flowmodel_s")}
     for r in rows:
         seen.setdefault((r["panel"], r["series"]), []).append(r)
     for (panel, series), rs in seen.items():
-        ratios = [r["flowmodel_s"] / r["analytic_s"] for r in rs if r.get("flowmodel_s")]
+        # a line drawn without markers (Eq. 6 read another way) compares with its network's flow model
+        sims = [(flow.get(json.dumps(r["spec"], sort_keys=True)), r["analytic_s"]) for r in rs]
+        ratios = [f / a for f, a in sims if f]
         span = f"{min(ratios):.3f} - {max(ratios):.3f}" if ratios else "-"
         cs = sorted({r["c"] for r in rs if r["c"] is not None})
         eqs = sorted({r["equation"] for r in rs})

@@ -151,3 +151,19 @@ def test_routes_rebound_to_another_r_carry_its_rates():
             (ln.key, ln.paper_mbps, frm) for ln, frm in hops
         ]
     assert any(ln.paper_mbps == 500 for hops in moved.routes.cables.values() for ln, _ in hops)
+
+
+def test_fattree_point_flow_model_equals_eq7_with_c_from_routes(tmp_path, monkeypatch):
+    """Fig. 7's FatTree at W = 48, r = 2: the 48 x 32 flows into the PS ToRs spread over their k/2
+    downlinks (C = W), so Eq. 7's B_a / C binds and max-min gives every flow that share."""
+    pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
+    from testbed.modelfig import compute_point
+
+    monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(tmp_path / "none.json"))
+    fig = load_model_figure("fig7")
+    r2 = next(s for s in fig.panels[0].series if s.r == 2)
+    point = compute_point(fig, r2, 48, flow_cap=48)
+    assert (point["equation"], point["c"], point["hops"]) == ("Eq. 7", 48, 6)
+    # (S/P) / (B_w / r / C) per phase, + 6 hops of 20 us, twice
+    assert point["analytic_s"] == pytest.approx(2 * (S / 32) * 8 / (10e9 / 2 / 48) + 2 * 6 * 20e-6)
+    assert point["flowmodel_s"] == pytest.approx(point["analytic_s"], rel=1e-3)
