@@ -273,7 +273,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from testbed import figure, sweep
-    from testbed.modelfig import replay_model_figure
+    from testbed.modelreplay import replay_model_figure
     from testbed.report import write_report
 
     names = figure.figure_names("all") if args.figure == "all" else [args.figure]

@@ -7,27 +7,21 @@ to a stated number of workers, the flow model's (workloads.flowmodel.sweep) besi
 network built by topologies.build from a spec this module sizes per point (a `layout`), so both
 rest on the same topology model and the same routes as `testbed run` and `testbed simulate`.
 
-    testbed replay fig6 [--quick] [--fresh]
-
-Writes results/<figure>[-quick]/: points/<panel>-<series>-W<W>.json (one per point, kept and
-reused when its spec is unchanged, so a rerun only computes what changed), summary.csv,
-<figure>.png (one panel per `panels` entry: analytic lines, flow-model markers), report.md and
-report.json (the paper's claims judged on both models).
+This module is the file's schema, the sizing and one point's computation; testbed.modelreplay
+runs a figure (`testbed replay fig6`), testbed.modelfig_report writes what it shows.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import re
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from testbed.figure import FIGURES, REPO, FigureError
+from testbed.figure import FIGURES, FigureError, figure_names
 from topologies.build import build_network
 from topologies.schema import SafeName, one_line_error, parse_spec, read_yaml
 
@@ -124,8 +118,6 @@ class ModelFigure(BaseModel):
 
 def load_model_figure(name: str) -> ModelFigure:
     """The model figure `name` (workloads/figures/<name>.yaml with `mode: model`), validated."""
-    from testbed.figure import figure_names
-
     if name not in figure_names("model"):  # also keeps a name from being a path out of FIGURES
         raise FigureError(f"{name}: no such model figure; model figures: {', '.join(figure_names('model'))}")
     path = FIGURES / f"{name}.yaml"
@@ -223,60 +215,3 @@ def compute_point(
         point["flowmodel_note"] = f"W > {flow_cap}: analytic only (the figure's flow-model cap)"
     point["wall_s"] = time.perf_counter() - t0
     return point
-
-
-def point_file(out: Path, panel: Panel, series: Series, workers: int) -> Path:
-    return out / "points" / f"{panel.id}-{series.slug}-W{workers}.json"
-
-
-def kept_point(path: Path, data: dict[str, Any], want_flow: bool) -> dict[str, Any] | None:
-    """A saved point computed from the same spec (and with a flow-model value when one is due)."""
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if saved.get("spec") != data or (want_flow and saved.get("flowmodel_s") is None):
-        return None
-    return saved
-
-
-def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, results: Path = REPO / "results") -> Path:
-    """Compute (or reuse) every point of a model figure, then write CSV, plot and report."""
-    from testbed.modelfig_report import write_model_report
-
-    fig = load_model_figure(name)
-    out = results / (f"{name}-quick" if quick else name)
-    (out / "points").mkdir(parents=True, exist_ok=True)
-    xs = fig.quick.workers if quick else fig.workers
-    cap = fig.quick.flowmodel_max_workers if quick else fig.flowmodel_max_workers
-    t0 = time.monotonic()
-    rows: list[dict[str, Any]] = []
-    done: dict[str, dict[str, Any]] = {}  # this run's points by spec: a line two panels share runs once
-    routed: dict[str, Any] = {}  # this run's routings by shape (compute_point)
-    for panel in fig.panels:
-        for series in panel.series:
-            for w in xs:
-                path = point_file(out, panel, series, w)
-                want_flow = series.flowmodel and w <= cap
-                data = spec_data(fig, series, w)
-                key = json.dumps([data, series.paper_literal, want_flow], sort_keys=True)
-                point = done.get(key) or (None if fresh else kept_point(path, data, want_flow))
-                if point is None:
-                    LOG.info("%s: %s %s W=%d", name, panel.id, series.label, w)
-                    point = compute_point(fig, series, w, cap, routed)
-                done[key] = point
-                path.write_text(json.dumps(point, indent=1))
-                rows.append({"panel": panel.id, "series": series.label, **point})
-    wall = time.monotonic() - t0
-    write_model_report(fig, out, rows, cap, quick, wall)
-    return out
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields = ["panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s"]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=[*fields, "flow_over_analytic"], extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
-            w.writerow({**{k: r.get(k) for k in fields}, "flow_over_analytic": ratio})

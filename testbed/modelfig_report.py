@@ -8,13 +8,14 @@ side, with their ratio, and judges the paper's statements (the file's `claims`) 
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from testbed.modelfig import ModelClaim, ModelFigure, write_csv
+from testbed.modelfig import ModelClaim, ModelFigure
 
 LOG = logging.getLogger(__name__)
 
@@ -81,6 +82,16 @@ def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
     canvas.tight_layout()
     canvas.savefig(path, dpi=120)
     plt.close(canvas)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    fields = ["panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s"]
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=[*fields, "flow_over_analytic"], extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
+            w.writerow({**{k: r.get(k) for k in fields}, "flow_over_analytic": ratio})
 
 
 def _fmt(v: float | None) -> str:

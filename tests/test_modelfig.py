@@ -12,8 +12,9 @@ import pytest
 
 from testbed import cli, figure
 from testbed.figure import FigureError
-from testbed.modelfig import ModelClaim, fattree_k, load_model_figure, replay_model_figure, spec_data
+from testbed.modelfig import ModelClaim, fattree_k, load_model_figure, spec_data
 from testbed.modelfig_report import judge
+from testbed.modelreplay import replay_model_figure
 from topologies.build import build_network, load_network
 from topologies.schema import parse_spec
 from workloads import bct_model
@@ -129,7 +130,9 @@ def test_fig6_quick_replay_runs_both_models(tmp_path, monkeypatch):
 
 def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr("testbed.modelfig.replay_model_figure", lambda name, **kw: calls.append((name, kw)) or tmp_path)
+    monkeypatch.setattr(
+        "testbed.modelreplay.replay_model_figure", lambda name, **kw: calls.append((name, kw)) or tmp_path
+    )
     assert cli.main(["replay", "fig7", "--quick"]) == 0
     assert calls == [("fig7", {"quick": True, "fresh": False})]
     assert "fig7: " in capsys.readouterr().out
