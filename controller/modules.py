@@ -66,7 +66,7 @@ class ModuleRouter:
     g: nx.MultiGraph
     transit: set[str]
     _sn: dict[int, str] = field(default_factory=dict)
-    _paths: dict[tuple[str, str], list[SnPath]] = field(default_factory=dict)
+    _paths: dict[tuple[int, int], list[SnPath]] = field(default_factory=dict)
     _rank: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -78,11 +78,16 @@ class ModuleRouter:
         return bool(self._sn) and a != b and a in self._sn and b in self._sn
 
     def sn_paths(self, src: str, dst: str) -> list[SnPath]:
-        """The disjoint SuperNode paths between the two hosts' modules."""
-        key = (self._sn[self.net.nodes[src].module], self._sn[self.net.nodes[dst].module])
+        """The disjoint SuperNode paths between the two hosts' modules: one set per module pair,
+        computed from the lower-numbered module and reversed for the other direction, so a
+        pull can take the very path of its push."""
+        a, b = self.net.nodes[src].module, self.net.nodes[dst].module
+        key = (min(a, b), max(a, b))
         if key not in self._paths:
-            self._paths[key] = disjoint_supernode_paths(self.g, set(self._sn.values()), *key)
-        return self._paths[key]
+            self._paths[key] = disjoint_supernode_paths(self.g, set(self._sn.values()), *map(self._sn.get, key))
+        if a < b:
+            return self._paths[key]
+        return [(nodes[::-1], keys[::-1]) for nodes, keys in self._paths[key]]
 
     def rank(self, host: str) -> int:
         """A host's position among its module's hosts (the model's host order)."""
