@@ -334,13 +334,14 @@ def format_two_modules(rows: list[dict]) -> str:
         pred = r.get("predicted") or {}
         mean = (r.get("bct_s") or {}).get("mean")
         terms = _eq6_terms(r)
-        binding = min(terms, key=terms.__getitem__)
+        low = min(terms.values())
+        binding = " = ".join(k for k, v in terms.items() if v == low)  # ties: every term that binds
         ref = one.get(r["rate_mbps"]) or {}
         ref_mean = (ref.get("bct_s") or {}).get("mean")
         table.append(
             [
                 f"{r['rate_mbps']:g}",
-                f"{binding} = {terms[binding]:.1f} Mbit/s",
+                f"{binding} = {low:.1f} Mbit/s",
                 fmt(pred.get("bct_max_s")),
                 fmt(mean),
                 fmt(r["ratio_max"]),

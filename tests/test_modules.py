@@ -131,3 +131,27 @@ def test_disjoint_paths_are_a_maximum_set():
     sns = set(supernodes(net).values())
     h = nx.Graph(g.subgraph(sns))
     assert nx.edge_connectivity(h) == 3
+
+
+def test_bench_bct_takes_the_two_module_gap_apart():
+    """bench_bct's section 3: Eq. 6's binding term read from the topology at the point's scale,
+    the byte-split and one-module parts of the gap from the rows' own numbers."""
+    from benchmarks.bct import format_two_modules
+
+    def row(topology: str, mean: float, bct_max: float, placed: float) -> dict:
+        return {
+            "topology": topology,
+            "rate_mbps": 50.0,
+            "scale": 20.0,
+            "predicted": {"bct_max_s": bct_max},
+            "bct_s": {"mean": mean},
+            "ratio_max": mean / bct_max,
+            "bct_max_placed_s": placed,
+            "ratio_max_placed": mean / placed,
+        }
+
+    text = format_two_modules([row("psnet-testbed", 2.0, 1.5, 1.6), row("psnet-2modules", 2.3, 1.5, 1.7)])
+    assert "PS NICs R B_s / W = worker link B_w / P = 25.0 Mbit/s" in text  # 50 Mbit/s emulated: 150/6 = 50/2
+    assert "measured 2.30 s = Eq. 6 BCT_max 1.50 s + 0.20 s for the PSs' real byte split + 0.60 s more" in text
+    assert "one module at this rate has 0.40 s beyond its own bound, so the second module adds +0.30 s" in text
+    assert format_two_modules([row("psnet-testbed", 2.0, 1.5, 1.6)]) == ""
