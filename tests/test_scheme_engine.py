@@ -69,3 +69,17 @@ def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
         run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), d, local_starter(d), 120, pauses)
         means[scheme] = run.mean_sync_s()
     assert means["ring"] > 1.5 * means["rat"], means
+
+
+def test_trace_records_every_step_once_in_time_order(tmp_path: Path):
+    """With `trace`, each host's row lists every step of its schedule once (when it completed),
+    times within the synchronisation: what benchmarks read to see where a stage waited."""
+    workers = [f"w{i}" for i in range(4)]
+    cfg = config("ring", workers, trace=True, check=False)
+    run = run_scheme(cfg, workers, dict.fromkeys(workers, "127.0.0.1"), tmp_path, local_starter(tmp_path), 120)
+    sched = compile_scheme("ring", workers, N_ELEMS)
+    for r in run.rows:
+        want = sorted((s.op.value, s.peer, s.chunk) for s in sched.steps[r["host"]])
+        assert sorted((op, peer, c) for _, op, peer, c in r["trace"]) == want
+        times = [t for t, *_ in r["trace"]]
+        assert times == sorted(times) and times[0] >= 0 and times[-1] <= r["sync_s"] + 1e-3

@@ -38,6 +38,7 @@ def compile_scheme(
     hips_stages: str | Sequence[str] | None = None,
     hips_parallel: bool = True,
     both_ways: bool = False,
+    hips_pipeline: int = 1,
 ) -> Schedule:
     """The schedule of scheme `name` for these workers and a gradient of `n_elems` float32.
 
@@ -55,7 +56,9 @@ def compile_scheme(
     if name == "rat":
         return rat(workers, n_elems, regions or {w: () for w in workers}, trees)
     if name in HIPS_VARIANTS:
-        return hips(workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, variant=name)
+        return hips(
+            workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, variant=name, pipeline=hips_pipeline
+        )
     raise ScheduleError(f"unknown scheme {name!r}; schemes: {', '.join(SCHEMES)}")
 
 

@@ -203,19 +203,24 @@ def hips(
     parallel: bool = True,
     both_ways: bool = False,
     variant: str = "hips",
+    pipeline: int = 1,
 ) -> Schedule:
     """HiPS over the workers' address digits (every server of the grid must be a worker).
 
     `stages`: the method of every level (`ms`, `rs`, `ps`), one for all or one per level (level 0
     = the last digit); `parallel`: h processes on 1/h of the gradient each, level order rotated;
     `both_ways`: RS stages run half their parts each way round the ring (Torus: one NIC each);
-    `variant`: `hips`, `hrs` or `hips-ms` (the last two fix the stages).
+    `variant`: `hips`, `hrs` or `hips-ms` (the last two fix the stages); `pipeline`: every
+    process's finest piece cut into this many chunks, so a stage passes on the first of a part's
+    chunks while the rest are still on the wire (same bytes, same messages per part).
     """
     ws = _check(workers)
     g = grid(ws, digits)
     methods = stage_methods(stages, g.levels, variant)
     procs = g.levels if parallel else 1
-    per_proc = math.prod(g.sizes) * ((2 ** methods.count("rs")) if both_ways else 1)
+    if pipeline < 1:
+        raise ScheduleError(f"hips: pipeline must be a positive number of chunks per piece, got {pipeline}")
+    per_proc = math.prod(g.sizes) * ((2 ** methods.count("rs")) if both_ways else 1) * pipeline
     sched = Schedule(variant, ws, split(n_elems, procs * per_proc))
     for p in range(procs):
         order = [(p + j) % g.levels for j in range(g.levels)]
