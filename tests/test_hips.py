@@ -156,9 +156,10 @@ def test_pipelined_chunks_move_the_same_bytes_and_sum_exactly(name):
     digits = net.family.address_digits(net)
     both = net.family.rings_both_ways
     n = 64 * 4 * 97  # whole chunks at both chunkings: the byte counts are equal exactly
-    base = compile_scheme("hrs", servers, n, digits=digits, both_ways=both)
+    base = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=1)
     fine = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=4)
-    assert len(fine.chunks) == 4 * len(base.chunks)
+    default = compile_scheme("hrs", servers, n, digits=digits, both_ways=both)
+    assert len(fine.chunks) == 4 * len(base.chunks) and len(default.chunks) == 2 * len(base.chunks)
     assert pair_bytes(fine) == pair_bytes(base)
     rng = np.random.default_rng(3)
     g = {w: rng.standard_normal(n).astype(np.float32) for w in servers}

@@ -111,7 +111,7 @@ async def run(cfg: dict[str, Any]) -> None:
         hips_stages=cfg.get("hips_stages"),
         hips_parallel=cfg.get("hips_parallel", True),
         both_ways=cfg.get("both_ways", False),
-        hips_pipeline=cfg.get("hips_pipeline", 1),
+        hips_pipeline=cfg.get("hips_pipeline"),
     )
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
     engine = HostEngine(name, sched, addresses)
