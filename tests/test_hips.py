@@ -159,7 +159,7 @@ def test_pipelined_chunks_move_the_same_bytes_and_sum_exactly(name):
     base = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=1)
     fine = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=4)
     default = compile_scheme("hrs", servers, n, digits=digits, both_ways=both)
-    assert len(fine.chunks) == 4 * len(base.chunks) and len(default.chunks) == 2 * len(base.chunks)
+    assert len(fine.chunks) == 4 * len(base.chunks) and len(default.chunks) == len(base.chunks)
     assert pair_bytes(fine) == pair_bytes(base)
     rng = np.random.default_rng(3)
     g = {w: rng.standard_normal(n).astype(np.float32) for w in servers}

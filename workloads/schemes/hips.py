@@ -21,8 +21,8 @@ p), so every level's NICs are busy in every stage; without it one process runs l
 
 Chunks: each process's share is split into N·2^(rs stages) pieces (N·1 without `both_ways`), the
 finest piece any stage hands one member, so the parts of every stage are whole chunks; each piece
-is `pipeline` chunks (PIPELINE, 2), so a stage passes on a part's first chunk while the rest are
-still on the wire.
+is `pipeline` chunks (PIPELINE, 1 by default), so with more a stage can pass on a part's first
+chunk while the rest are still on the wire.
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ from workloads.schemes.schedule import Op, Schedule, ScheduleError, split
 
 #: per-stage methods
 METHODS = ("ms", "rs", "ps")
-#: chunks per finest piece: 2 lets a ring step forward a part's first half while its second is on
-#: the wire (measured on BCube(4,1) at 5 Mbit/s, README "Where HiPS's extra 25-40% goes": 2 and 4
-#: cut the sync ~3-4%, 8 no more)
-PIPELINE = 2
+#: chunks per finest piece (`pipeline`): 1. Finer chunks let a ring step forward a part's first
+#: chunk while the rest is on the wire; measured (README, "Where HiPS's extra 25-40% goes") 2 and 4
+#: cut BCube(4,1)'s sync at 5 Mbit/s by ~3% in one run but not in the quick bench on a loaded
+#: machine (10 Mbit/s and the Torus slower), so the default stays whole pieces
+PIPELINE = 1
 #: named variants -> the method of every stage (None: the job's `hips_stages`, RS by default)
 VARIANTS: dict[str, str | None] = {"hips": None, "hrs": "rs", "hips-ms": "ms"}
 
