@@ -68,6 +68,6 @@ def test_quick_replay_runs_both_settings(tmp_path: Path):
     tcp_rx = sum(v["rx"] for v in runs["tcp"]["ps_nic_bytes"]["ps1_1"].values())
     one_rx = sum(v["rx"] for v in runs["one-machine"]["ps_nic_bytes"]["ps1_1"].values())
     assert tcp_rx >= steps * model_bytes  # every step's gradient pushed over the emulated link
-    assert one_rx < model_bytes  # the colocated PS got its gradients over the loopback
+    assert one_rx < tcp_rx / 10  # the colocated PS got its gradients over the loopback
     report = json.loads((out / "report.json").read_text())
     assert any("2.93" in json.dumps(c) for c in report["claims"])
