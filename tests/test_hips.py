@@ -145,3 +145,27 @@ def test_grid_ranks_follow_the_digits():
     assert g.sizes == (2, 2)
     assert g.groups(0) == [["a", "b"], ["c", "d"]] and g.groups(1) == [["a", "c"], ["b", "d"]]
     assert g.level_of("a", "b") == 0 and g.level_of("a", "c") == 1 and g.level_of("a", "d") is None
+
+
+@pytest.mark.parametrize("name", ["bcube-4-1", "torus-4x4"])
+def test_pipelined_chunks_move_the_same_bytes_and_sum_exactly(name):
+    """`pipeline` cuts every piece into finer chunks: same pairs, same bytes, exact sums, and every
+    stage's parts still whole chunks."""
+    net = network(name)
+    servers = [h.name for h in net.hosts()]
+    digits = net.family.address_digits(net)
+    both = net.family.rings_both_ways
+    n = 64 * 4 * 97  # whole chunks at both chunkings: the byte counts are equal exactly
+    base = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=1)
+    fine = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=4)
+    default = compile_scheme("hrs", servers, n, digits=digits, both_ways=both)
+    assert len(fine.chunks) == 4 * len(base.chunks) and len(default.chunks) == len(base.chunks)
+    assert pair_bytes(fine) == pair_bytes(base)
+    rng = np.random.default_rng(3)
+    g = {w: rng.standard_normal(n).astype(np.float32) for w in servers}
+    want = np.sum(np.stack(list(g.values())).astype(np.float64), axis=0)
+    for w, got in execute(fine, g).items():
+        err = np.max(np.abs(got - want)) / np.max(np.abs(want))
+        assert err <= 1e-5, (w, err)
+    with pytest.raises(ScheduleError, match="pipeline"):
+        compile_scheme("hrs", servers, n, digits=digits, hips_pipeline=0)

@@ -399,6 +399,7 @@ def test_param_bytes_grow_with_width(name):
         ("resnet50", models.PAPER_BYTES["resnet50"] / 10),
         ("resnet110", 1e6),
         ("tiny", 50e3),
+        ("mnist", 4e6 / 800),  # HiPS Table 1's 1 M parameters at scale 800 (hips-table1.yaml)
     ],
 )
 def test_width_for_bytes_hits_its_target(name, target):
@@ -418,6 +419,8 @@ def test_sizes_at_width_1():
     # ResNet110: He et al. report 1.7 M; 1,730,714 with our two 1x1 projections (+2,752), 6.9 MB
     assert count["resnet110"] == 1_730_714
     assert count["tiny"] == 24_234  # calibrate.default_model's ~25k
+    # mnist: 5x5x1x32 + 32, 5x5x32x64 + 64, 7x7x64x300 + 300, 300x10 + 10: HiPS's "1 million"
+    assert count["mnist"] == (800 + 32) + (51_200 + 64) + (940_800 + 300) + (3_000 + 10) == 996_206
     assert [math.floor(math.log10(count[n])) for n in ("vgg16", "resnet50", "resnet110")] == [7, 7, 6]
 
 
@@ -430,9 +433,12 @@ def test_unknown_model_lists_the_valid_names():
 
 
 @pytest.mark.tf
-@pytest.mark.parametrize(("name", "width"), [("vgg16", 0.05), ("resnet50", 0.05), ("resnet110", 0.25), ("tiny", 0.5)])
+@pytest.mark.parametrize(
+    ("name", "width"), [("vgg16", 0.05), ("resnet50", 0.05), ("resnet110", 0.25), ("tiny", 0.5), ("mnist", 0.5)]
+)
 def test_keras_build_matches_the_count(name, width):
     model = models.build_model(name, width)
+    assert tuple(model.input_shape) == (None, *models.input_shape(name))
     built = sum(math.prod(v.shape) for v in model.trainable_variables)
     assert built * models.BYTES_PER_FLOAT32 == models.param_bytes(name, width)
     assert tuple(model.output_shape) == (None, models.CLASSES)

@@ -69,3 +69,32 @@ def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
         run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), d, local_starter(d), 120, pauses)
         means[scheme] = run.mean_sync_s()
     assert means["ring"] > 1.5 * means["rat"], means
+
+
+def test_trace_records_every_step_once_in_time_order(tmp_path: Path):
+    """With `trace`, each host's row lists every step of its schedule once (when it completed),
+    times within the synchronisation: what benchmarks read to see where a stage waited."""
+    workers = [f"w{i}" for i in range(4)]
+    cfg = config("ring", workers, trace=True, check=False)
+    run = run_scheme(cfg, workers, dict.fromkeys(workers, "127.0.0.1"), tmp_path, local_starter(tmp_path), 120)
+    sched = compile_scheme("ring", workers, N_ELEMS)
+    for r in run.rows:
+        want = sorted((s.op.value, s.peer, s.chunk) for s in sched.steps[r["host"]])
+        assert sorted((op, peer, c) for _, op, peer, c in r["trace"]) == want
+        times = [t for t, *_ in r["trace"]]
+        assert times == sorted(times) and times[0] >= 0 and times[-1] <= r["sync_s"] + 1e-3
+
+
+def test_iterations_separate_start_skew_from_the_sync():
+    """A host that begins early waits for the others inside its own sync time: GST (the slowest
+    worker's sync) counts that wait, the last start to the last end does not."""
+    from workloads.schemes.launch import SchemeRun
+
+    def row(host: str, started: float, sync_s: float) -> dict:
+        return {"iteration": 1, "host": host, "role": "worker", "started": started, "compute_s": 0.5,
+                "sync_s": sync_s, "sent_bytes": 10, "loss": None}  # fmt: skip
+
+    run = SchemeRun(Path("."), [row("a", 100.0, 2.0), row("b", 100.25, 1.75)])  # both end at 102.5
+    (it,) = run.iterations()
+    assert it["sync_s"] == 2.0
+    assert it["start_skew_s"] == pytest.approx(0.25) and it["sync_after_last_start_s"] == pytest.approx(1.75)

@@ -52,8 +52,9 @@ from workloads.models import PAPER_BYTES
 from workloads.timeline import RandomFailures, TimelineEvent
 
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
-#: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes.
-PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936}
+#: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes;
+#: mnist: HiPS Table 1's "1 million parameters" of float32.
+PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936, "mnist": 4_000_000}
 
 
 class ExperimentError(InputError):
@@ -67,7 +68,7 @@ class JobSpec(BaseModel):
     workers: list[str] | None = Field(default=None, description="worker hosts (default: all the topology's)")
     ps: list[str] | None = Field(default=None, description="PS hosts (default: all the topology's)")
     checkpoint_every: int = Field(default=0, ge=0, description="the chief checkpoints every N steps (0: never)")
-    model: Literal["vgg16", "resnet50", "resnet110", "tiny"] = Field(description="model architecture")
+    model: Literal["vgg16", "resnet50", "resnet110", "tiny", "mnist"] = Field(description="model architecture")
     batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
     warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
@@ -95,6 +96,11 @@ class JobSpec(BaseModel):
         default=None, description="hips: the method of every stage, or one per level (level 0 first); default rs"
     )
     hips_parallel: bool = Field(default=True, description="hips: h processes, one per level order (NIC), W/h each")
+    colocate_ps: bool = Field(
+        default=False,
+        description="tf-ps: the PS tasks run inside the (one) worker's host and talk to it over that host's "
+        "loopback, no network between them (HiPS Table 1's one machine)",
+    )
     host_time: Literal["scaled", "full"] = Field(
         default="scaled",
         description="scaled: the run's own host time at its scaled model size; full: every step padded to the "
@@ -105,6 +111,10 @@ class JobSpec(BaseModel):
     def _full_host_time_is_tf_ps(self) -> JobSpec:
         if self.host_time == "full" and self.scheme != "tf-ps":
             raise ValueError("host_time: full pads the TF PS job's steps; a scheme job takes compute_s instead")
+        if self.colocate_ps and self.scheme != "tf-ps":
+            raise ValueError("colocate_ps places TF's PS tasks in the worker's host; a scheme job has none: remove it")
+        if self.colocate_ps and self.workers is not None and len(self.workers) != 1:
+            raise ValueError(f"colocate_ps: the PSs share one worker's host; name one worker, got {self.workers}")
         return self
 
     @property
@@ -143,6 +153,8 @@ class ExperimentSpec(BaseModel):
                 "timeline: fail_ps restarts a TF PS job on a standby PS; a scheme job has no standby: "
                 "fail the PS's cable (link_down) instead"
             )
+        if "fail_ps" in actions and any(j.colocate_ps for j in self.all_jobs):
+            raise ValueError("timeline: fail_ps fails a PS host; with colocate_ps the PSs run in the worker's host")
         if not schemes and "pause_senders" in actions:
             raise ValueError(
                 "timeline: pause_senders pauses hosts inside the scheme engine; it needs a scheme job "

@@ -315,7 +315,7 @@ def measure_worker(model: str, width: float, batch_size: int, threads: int) -> t
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     net = models.build_model(model, width)
     rng = np.random.default_rng(1)
-    x = tf.constant(rng.random((batch_size, *models.IMAGE_SHAPE), dtype=np.float32))
+    x = tf.constant(rng.random((batch_size, *models.input_shape(model)), dtype=np.float32))
     y = tf.constant(rng.integers(0, models.CLASSES, size=batch_size, dtype=np.int64))
 
     @tf.function

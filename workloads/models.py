@@ -1,4 +1,5 @@
-"""Keras models for the PS training jobs, on CIFAR-10-shaped input (32x32x3, 10 classes).
+"""Keras models for the PS training jobs, on CIFAR-10-shaped input (32x32x3, 10 classes; `mnist`
+on MNIST-shaped 28x28x1).
 
 Each architecture is written once, as a function of an `ops` object: `_KerasOps` builds the
 Keras model (usable in eager mode and inside `tf.compat.v1` graph mode), `_CountOps` walks the
@@ -22,6 +23,10 @@ Models (`MODELS`, chosen by name; an unknown name raises ValueError listing the 
   instead; the projections add 2,752 parameters), global average pool -> Dense 10.
 - "tiny": three convolutions (16, 32 stride 2, 64 stride 2), global average pool, Dense 10
   (the calibration's default CNN); for tests.
+- "mnist": the HiPS paper's Table 1 model ("a MNIST model with 1 million parameters"), as
+  TensorFlow's classic MNIST CNN on 28x28x1 input: 5x5 convolutions of 32 and 64, each followed
+  by a 2x2 max pool, Dense 300, Dense 10 (the tutorial's Dense 1024 narrowed to 300 so the total
+  is ~1.0 M). Input data is synthetic, like every model's here: nothing is downloaded.
 
 `width` multiplies every channel count and fully connected width (not the 10 classes): a layer of
 c channels gets max(1, round(c * width)). Bytes grow about as width^2.
@@ -35,6 +40,7 @@ trainable and not counted):
 | resnet50  | 23,520,842 | 94,083,368   | 97 MB = 25.6 M parameters             |
 | resnet110 | 1,730,714  | 6,922,856    | (Fig. 1 only, no size given)          |
 | tiny      | 24,234     | 96,936       |                                       |
+| mnist     | 996,206    | 3,984,824    | HiPS Table 1: "1 million parameters"  |
 
 The paper's "MB" are MiB of float32 parameters of the ImageNet models (224x224 input, 1000
 classes): VGG-16 138,357,544 x 4 B = 527.8 MiB, ResNet50 25,557,032 x 4 B = 97.5 MiB. Our CIFAR
@@ -58,6 +64,8 @@ from typing import Any
 
 #: CIFAR-10 shapes (Table 2: the paper trains on CIFAR-10); same as workloads.calibrate
 IMAGE_SHAPE = (32, 32, 3)
+#: MNIST shapes (the `mnist` model: HiPS's Table 1)
+MNIST_SHAPE = (28, 28, 1)
 CLASSES = 10
 BYTES_PER_FLOAT32 = 4
 
@@ -135,8 +143,8 @@ class _CountOps(_Ops):
         """Trainable parameters (batch-norm moving statistics are not trainable)."""
         return sum(math.prod(v.shape) for v in self.variables if v.trainable)
 
-    def input(self) -> tuple[int, ...]:
-        return IMAGE_SHAPE
+    def input(self, shape: tuple[int, ...] = IMAGE_SHAPE) -> tuple[int, ...]:
+        return shape
 
     def conv(self, x: tuple[int, ...], filters: int, kernel: int, stride: int = 1, bias: bool = True):
         h, w, c = x
@@ -195,10 +203,10 @@ class _KerasOps(_Ops):
             return make(channels)(x)
         return self.layers.Concatenate(axis=-1)([make(c)(x) for c in pieces])
 
-    def input(self) -> Any:
+    def input(self, shape: tuple[int, ...] = IMAGE_SHAPE) -> Any:
         import keras
 
-        self.inputs = keras.Input(IMAGE_SHAPE)
+        self.inputs = keras.Input(shape)
         return self.inputs
 
     def conv(self, x: Any, filters: int, kernel: int, stride: int = 1, bias: bool = True) -> Any:
@@ -300,6 +308,18 @@ def _tiny(ops: Any, width: float) -> Any:
     return ops.dense(ops.global_avg_pool(x), CLASSES)
 
 
+MNIST_CONVS = (32, 64)  # 5x5, each followed by a 2x2 max pool
+MNIST_FC = 300
+
+
+def _mnist(ops: Any, width: float) -> Any:
+    x = ops.input(MNIST_SHAPE)
+    for filters in MNIST_CONVS:
+        x = ops.max_pool(ops.relu(ops.conv(x, scaled(filters, width), 5)))
+    x = ops.relu(ops.dense(ops.flatten(x), scaled(MNIST_FC, width)))
+    return ops.dense(x, CLASSES)
+
+
 # ---------------------------------------------------------------- registry and sizes
 
 
@@ -309,9 +329,10 @@ class ModelBuilder:
 
     name: str
     architecture: Callable[[Any, float], Any]
+    input_shape: tuple[int, ...] = IMAGE_SHAPE  # one sample's shape: what synthetic data must have
 
     def __call__(self, width: float = 1.0, splits: dict[int, int] | None = None) -> Any:
-        """A keras.Model taking (batch, 32, 32, 3) float32 images and giving 10 logits; `splits`
+        """A keras.Model taking (batch, *input_shape) float32 images and giving 10 logits; `splits`
         builds some layers as several pieces (see _Ops)."""
         import keras
 
@@ -347,6 +368,7 @@ MODELS: dict[str, ModelBuilder] = {
     "resnet50": ModelBuilder("resnet50", _resnet50),
     "resnet110": ModelBuilder("resnet110", _resnet110),
     "tiny": ModelBuilder("tiny", _tiny),
+    "mnist": ModelBuilder("mnist", _mnist, MNIST_SHAPE),
 }
 
 
@@ -361,6 +383,11 @@ def get_model(name: str) -> ModelBuilder:
         return MODELS[name]
     except KeyError:
         raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))}") from None
+
+
+def input_shape(name: str) -> tuple[int, ...]:
+    """One input sample's shape for model `name` (CIFAR's 32x32x3, MNIST's 28x28x1)."""
+    return get_model(name).input_shape
 
 
 def build_model(name: str, width: float = 1.0, splits: dict[int, int] | None = None) -> Any:

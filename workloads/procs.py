@@ -29,6 +29,7 @@ from workloads.inject import Unrecoverable
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 PS_PORT = 2222  # every task's port inside its own emulated host (workloads.hosts)
+LOOPBACK_WORKER = f"127.0.0.1:{PS_PORT}"  # colocate_ps: the worker's address; its PSs take the next ports
 __all__ = ["JobRun", "Proc", "RunError", "failover", "own_lines", "proc_state"]
 
 
@@ -123,9 +124,15 @@ class JobRun:
         return self.spec.iterations + self.spec.warmup
 
     def cluster(self) -> dict[str, list[str]]:
+        if self.spec.colocate_ps:  # one host: every task on its loopback, one port each
+            return {"ps": [f"127.0.0.1:{PS_PORT + 1 + i}" for i in range(len(self.ps))], "worker": [LOOPBACK_WORKER]}
         return {
             job: [self.hosts.address(h) for h in hosts] for job, hosts in (("ps", self.ps), ("worker", self.workers))
         }
+
+    def host_of(self, host: str, job: str) -> str:
+        """The host a task named `host` runs in: its own, or with colocate_ps the worker's for a PS."""
+        return self.workers[0] if job == "ps" and self.spec.colocate_ps else host
 
     def current(self) -> list[Proc]:
         return [p for p in self.procs if p.attempt == self.attempt]
@@ -140,8 +147,9 @@ class JobRun:
             argv += ["--checkpoint-dir", str(self.checkpoint_dir), "--checkpoint-every", str(j.checkpoint_every)]
         if job == "worker" and self.pad_s > 0:
             argv += ["--pad-s", f"{self.pad_s:.6g}"]
-        p = self.hosts.popen(host, argv)
-        proc = Proc(host, job, task, p, self, self.attempt)
+        where = self.host_of(host, job)
+        p = self.hosts.popen(where, argv)
+        proc = Proc(where, job, task, p, self, self.attempt)
         threading.Thread(target=self._read, args=(proc,), daemon=True).start()
         self.procs.append(proc)
         return proc

@@ -180,12 +180,13 @@ def _start_server(cfg: JobConfig) -> Any:
     )
 
 
-def synthetic_batch(batch_size: int, seed: int) -> tuple[Any, Any]:
-    """CIFAR-10-shaped images in [0, 1) and labels in [0, 10), from numpy's seeded generator."""
+def synthetic_batch(batch_size: int, seed: int, model: str = "tiny") -> tuple[Any, Any]:
+    """Images of `model`'s input shape (CIFAR-10's, MNIST's) in [0, 1) and labels in [0, 10),
+    from numpy's seeded generator."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    x = rng.random((batch_size, *models.IMAGE_SHAPE), dtype=np.float32)
+    x = rng.random((batch_size, *models.input_shape(model)), dtype=np.float32)
     y = rng.integers(0, models.CLASSES, size=batch_size, dtype=np.int64)
     return x, y
 
@@ -216,7 +217,7 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
     )
     with tf.compat.v1.device(setter):
         global_step = tf.compat.v1.train.get_or_create_global_step()
-        x, y = synthetic_batch(cfg.batch_size, cfg.seed + cfg.task)
+        x, y = synthetic_batch(cfg.batch_size, cfg.seed + cfg.task, cfg.model)
         model = models.build_model(cfg.model, cfg.width, plan.splits if plan else None)
         if strategy:
             strategy.check_complete()

@@ -43,6 +43,11 @@ def resolve_jobs(exp: ExperimentSpec, net: Network, source: str) -> list[tuple[J
                     )
         if not ps or not workers:
             raise ExperimentError(f"{source}: jobs[{j.name}]: a job needs at least one PS and one worker")
+        if j.colocate_ps and len(workers) != 1:
+            raise ExperimentError(
+                f"{source}: jobs[{j.name}].colocate_ps: the PSs run in one worker's host, the topology gives "
+                f"{len(workers)} workers; set workers: [one of them]"
+            )
         out.append((j, ps, workers))
     return out
 

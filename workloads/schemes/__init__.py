@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from workloads.schemes.flat import halving_doubling, mesh, ps, ring
+from workloads.schemes.hips import PIPELINE, hips
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
-from workloads.schemes.hips import hips
 from workloads.schemes.rat import rat
 from workloads.schemes.schedule import Schedule, ScheduleError
 
@@ -38,6 +38,7 @@ def compile_scheme(
     hips_stages: str | Sequence[str] | None = None,
     hips_parallel: bool = True,
     both_ways: bool = False,
+    hips_pipeline: int | None = None,
 ) -> Schedule:
     """The schedule of scheme `name` for these workers and a gradient of `n_elems` float32.
 
@@ -55,7 +56,8 @@ def compile_scheme(
     if name == "rat":
         return rat(workers, n_elems, regions or {w: () for w in workers}, trees)
     if name in HIPS_VARIANTS:
-        return hips(workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, variant=name)
+        pipeline = PIPELINE if hips_pipeline is None else hips_pipeline
+        return hips(workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, name, pipeline)
     raise ScheduleError(f"unknown scheme {name!r}; schemes: {', '.join(SCHEMES)}")
 
 

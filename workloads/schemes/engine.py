@@ -70,6 +70,10 @@ class HostEngine:
         self.connected = asyncio.Event()
         self._arrived: set[str] = set()
         self.failure: BaseException | None = None
+        #: with tracing on (host config `trace`), each step of the last synchronisation as
+        #: (seconds since it began, op, peer, chunk): when a send left for the kernel (its drain
+        #: returned) or a receive's frame was taken; where a stage waited, measured not guessed
+        self.trace: list[tuple[float, str, str, int]] | None = None
 
     # --- set-up -----------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -133,6 +137,9 @@ class HostEngine:
     async def synchronise(self, buf: np.ndarray, iteration: int) -> Counters:
         """Run this host's steps on `buf` (in place); returns the payload bytes moved."""
         counters = Counters()
+        self._t0 = time.monotonic()
+        if self.trace is not None:
+            self.trace.clear()
         await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
         return counters
 
@@ -155,6 +162,7 @@ class HostEngine:
                 counters.sent += ch.nbytes
                 counters.per_peer_sent[s.peer] += ch.nbytes
                 await w.drain()
+                self._traced(s, c)
                 continue
             it, payload = await self.inbox[(s.peer, c)].get()
             if it != iteration or len(payload) != ch.nbytes:
@@ -168,3 +176,8 @@ class HostEngine:
             else:
                 view[:] = data
             counters.received += ch.nbytes
+            self._traced(s, c)
+
+    def _traced(self, s: Step, c: int) -> None:
+        if self.trace is not None:
+            self.trace.append((round(time.monotonic() - self._t0, 5), s.op.value, s.peer, c))

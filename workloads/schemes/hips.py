@@ -19,8 +19,10 @@ every stage), `hips` (any per-stage mix; RS in every stage by default). With `pa
 processes each sync 1/h of the gradient with the level order rotated (process p starts at level
 p), so every level's NICs are busy in every stage; without it one process runs levels 0..h-1.
 
-Chunks: each process's share is split into N·2^(rs stages) chunks (N·1 without `both_ways`), the
-finest piece any stage hands one member, so the parts of every stage are whole chunks.
+Chunks: each process's share is split into N·2^(rs stages) pieces (N·1 without `both_ways`), the
+finest piece any stage hands one member, so the parts of every stage are whole chunks; each piece
+is `pipeline` chunks (PIPELINE, 1 by default), so with more a stage can pass on a part's first
+chunk while the rest are still on the wire.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from workloads.schemes.schedule import Op, Schedule, ScheduleError, split
 
 #: per-stage methods
 METHODS = ("ms", "rs", "ps")
+#: chunks per finest piece (`pipeline`): 1. Finer chunks let a ring step forward a part's first
+#: chunk while the rest is on the wire; measured (README, "Where HiPS's extra 25-40% goes") 2 and 4
+#: cut BCube(4,1)'s sync at 5 Mbit/s by ~3% in one run but not in the quick bench on a loaded
+#: machine (10 Mbit/s and the Torus slower), so the default stays whole pieces
+PIPELINE = 1
 #: named variants -> the method of every stage (None: the job's `hips_stages`, RS by default)
 VARIANTS: dict[str, str | None] = {"hips": None, "hrs": "rs", "hips-ms": "ms"}
 
@@ -203,19 +210,24 @@ def hips(
     parallel: bool = True,
     both_ways: bool = False,
     variant: str = "hips",
+    pipeline: int = PIPELINE,
 ) -> Schedule:
     """HiPS over the workers' address digits (every server of the grid must be a worker).
 
     `stages`: the method of every level (`ms`, `rs`, `ps`), one for all or one per level (level 0
     = the last digit); `parallel`: h processes on 1/h of the gradient each, level order rotated;
     `both_ways`: RS stages run half their parts each way round the ring (Torus: one NIC each);
-    `variant`: `hips`, `hrs` or `hips-ms` (the last two fix the stages).
+    `variant`: `hips`, `hrs` or `hips-ms` (the last two fix the stages); `pipeline`: every
+    process's finest piece cut into this many chunks, so a stage passes on the first of a part's
+    chunks while the rest are still on the wire (same bytes, same messages per part).
     """
     ws = _check(workers)
     g = grid(ws, digits)
     methods = stage_methods(stages, g.levels, variant)
     procs = g.levels if parallel else 1
-    per_proc = math.prod(g.sizes) * ((2 ** methods.count("rs")) if both_ways else 1)
+    if pipeline < 1:
+        raise ScheduleError(f"hips: pipeline must be a positive number of chunks per piece, got {pipeline}")
+    per_proc = math.prod(g.sizes) * ((2 ** methods.count("rs")) if both_ways else 1) * pipeline
     sched = Schedule(variant, ws, split(n_elems, procs * per_proc))
     for p in range(procs):
         order = [(p + j) % g.levels for j in range(g.levels)]

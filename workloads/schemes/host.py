@@ -55,7 +55,7 @@ class Compute:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             import tensorflow as tf
 
-            from workloads.models import CLASSES, IMAGE_SHAPE, build_model
+            from workloads.models import CLASSES, build_model, input_shape
 
             tf.config.threading.set_intra_op_parallelism_threads(1)
             tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -64,7 +64,7 @@ class Compute:
             self.model = build_model(cfg["model"], cfg["width"])
             rng = np.random.default_rng(cfg["seed"] * 1000 + index)  # each worker its own data
             bs = cfg["batch_size"]
-            self.x = rng.standard_normal((bs, *IMAGE_SHAPE)).astype(np.float32)
+            self.x = rng.standard_normal((bs, *input_shape(cfg["model"]))).astype(np.float32)
             self.y = rng.integers(0, CLASSES, bs)
             self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
             got = sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
@@ -111,9 +111,12 @@ async def run(cfg: dict[str, Any]) -> None:
         hips_stages=cfg.get("hips_stages"),
         hips_parallel=cfg.get("hips_parallel", True),
         both_ways=cfg.get("both_ways", False),
+        hips_pipeline=cfg.get("hips_pipeline"),
     )
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
     engine = HostEngine(name, sched, addresses)
+    if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
+        engine.trace = []
     pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
     is_worker = name in sched.workers
     compute = Compute(cfg, sched.n_elems, sched.workers.index(name)) if is_worker else None
@@ -157,6 +160,8 @@ async def run(cfg: dict[str, Any]) -> None:
                 "started": started,
                 "ended": time.time(),
             }
+            if engine.trace is not None:
+                row["trace"] = list(engine.trace)
             log.write(json.dumps(row) + "\n")
             log.flush()
         log.write(json.dumps({"done": True, "host": name}) + "\n")

@@ -29,15 +29,23 @@ class SchemeRun:
     rows: list[dict]
 
     def iterations(self) -> list[dict]:
-        """Per measured iteration: the slowest worker's sync time (GST) and compute, bytes moved."""
+        """Per measured iteration: the slowest worker's sync time (GST) and compute, bytes moved;
+        and how far apart the hosts began it (`start_skew_s`: the last host's sync start minus the
+        first's, wall clock, hosts share one machine) and the time from the last start to the last
+        end (`sync_after_last_start_s`): a host that starts early waits for the others inside its
+        own sync time, so GST counts the skew, which Table 3's all-start-together formula does not."""
         out = []
         for it in sorted({r["iteration"] for r in self.rows}):
             rs = [r for r in self.rows if r["iteration"] == it]
             ws = [r for r in rs if r["role"] == "worker"]
+            starts = [r["started"] + r["compute_s"] for r in rs]
+            ends = [a + r["sync_s"] for a, r in zip(starts, rs, strict=True)]
             out.append(
                 {
                     "iteration": it,
                     "sync_s": max(r["sync_s"] for r in ws),
+                    "start_skew_s": max(starts) - min(starts),
+                    "sync_after_last_start_s": max(ends) - max(starts),
                     "compute_s": max(r["compute_s"] for r in ws),
                     "sent_bytes": sum(r["sent_bytes"] for r in rs),
                     "loss": statistics.fmean(r["loss"] for r in ws) if ws[0]["loss"] is not None else None,
