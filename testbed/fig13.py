@@ -287,7 +287,8 @@ def plot(cvs: Sequence[RatioCurve], path: Path, title: str) -> None:
             ax.plot(h, ratio_at(c.model_comm_fast_s, c.model_comm_slow_s, h), "-", color="C0", label="model")
         for i, m in enumerate(c.measured):
             color = f"C{i + 1}"
-            ax.plot(h, ratio_at(m.comm_fast_s, m.comm_slow_s, h), ":", color=color, alpha=0.7)
+            if m.comm_fast_s > 0:  # no measured communication (e.g. a colocated PS): no curve to draw
+                ax.plot(h, ratio_at(m.comm_fast_s, m.comm_slow_s, h), ":", color=color, alpha=0.7)
             ax.plot([m.host_s], [m.ratio], "o", color=color, label=f"measured, {m.mode} host time (dotted: its comm.)")
         if c.paper:
             ax.axhline(c.paper, color="grey", lw=0.8, ls="--")
