@@ -50,10 +50,12 @@ MESSAGE_LATENCY = "flowmodel/message-latency-s"
 
 
 def sim_config() -> tuple[dict[str, str], str]:
-    """The SimGrid settings and where they came from (the factors file when one exists)."""
-    path = Path(os.environ.get("PSNET_FLOWMODEL_FACTORS", FACTORS_FILE))
+    """The SimGrid settings and where they came from (the factors file when one exists;
+    PSNET_FLOWMODEL_FACTORS=none: exact max-min whatever is stored)."""
+    env = os.environ.get("PSNET_FLOWMODEL_FACTORS")
+    path = Path(env or FACTORS_FILE)
     cfg = dict(BASE_CONFIG)
-    if not path.is_file():
+    if env == "none" or not path.is_file():
         return cfg, "CM02, uncalibrated"
     try:
         extra = json.loads(path.read_text())
