@@ -103,8 +103,9 @@ def cases(topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], ite
     return out
 
 
-def emulate(todo: list[Case], tmp: Path) -> list[dict]:
-    """Each case on the emulator: one testbed per topology, the scheme engine per case."""
+def emulate(todo: list[Case], tmp: Path, save: Path) -> list[dict]:
+    """Each case on the emulator: one testbed per topology, the scheme engine per case. The rows
+    so far go to `save` after each topology (`--emulated` refits from a run stopped midway)."""
     from benchmarks.schemes import _scheme_run
     from emulation.net import Testbed
 
@@ -125,6 +126,7 @@ def emulate(todo: list[Case], tmp: Path) -> list[dict]:
                     row.update(emulated_s=None, faithful=False, fidelity="", hosts=len(c.prep.hosts), error=str(err))
                     LOG.warning("%s: %s", c.name, err)
                 rows.append(row)
+        save.write_text(json.dumps({"points": rows}, indent=1))
     return rows
 
 
@@ -259,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
     todo = [c for f in files for c in cases(f, schemes, sizes, iterations)]
+    todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
     if args.emulated:
         earlier = json.loads(Path(args.emulated).read_text())["points"]
         old = {(r["topology"], r["scheme"], r["size_s"]): r for r in earlier}
@@ -266,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [dict(old[(c.topology, c.scheme, c.size_s)]) for c in todo]
     else:
         with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
-            rows = emulate(todo, Path(tmp))
+            rows = emulate(todo, Path(tmp), out_dir / "flowmodel-emulated.json")
     res["meta"]["emulated_wall_s"] = time.monotonic() - t0
     res["points"] = rows
     # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
