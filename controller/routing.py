@@ -4,8 +4,10 @@ Pure functions of (model, circuit map, failed links), so the os-ken apps, the te
 routes inside multi-NIC hosts) and the BCT model all see the same paths.
 
 - The ECS is transparent: a circuit is a logical link worker <-> ToR port.
-- Candidates for a pair are all shortest paths, expanded over parallel links (ECMP; for two
-  PSNet modules these are the R disjoint SuperNode links). Hosts never carry transit traffic
+- Candidates for a pair are all shortest paths, expanded over parallel links (ECMP). Between two
+  PSNet modules they are the shortest paths through each of the R edge-disjoint SuperNode paths
+  (controller.modules: Section 3.1 spreads a module pair's traffic over all of them; with H >= 4
+  only one of them is a shortest path). Hosts never carry transit traffic
   except BCube and Torus servers, which relay; a kind may fix which relays a pair crosses
   (`Kind.relay_hosts`: a Torus's dimension order), and then only those candidates remain.
 - Strategy `ecmp` leaves the choice to the switches, as a real ECMP switch makes it: wherever a
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from controller.modules import ModuleRouter
 from controller.tc import Circuits, worker_link
 from topologies.model import Link, Network, Role
 
@@ -150,6 +153,16 @@ def _candidates(g: nx.MultiGraph, transit: set[str], src: str, dst: str) -> list
     return out
 
 
+def pair_candidates(
+    net: Network, g: nx.MultiGraph, transit: set[str], src: str, dst: str, modules: ModuleRouter | None = None
+) -> list[list[Hop]]:
+    """Every candidate path of one pair: the inter-module ones of `modules` for two hosts in
+    different PSNet modules, else the shortest paths (narrowed by the kind's fixed relays)."""
+    if modules is not None and modules.applies(src, dst):
+        return modules.candidates(src, dst, lambda view, s, d: _candidates(view, transit, s, d))
+    return kind_fixed(net, _candidates(g, transit, src, dst), src, dst)
+
+
 def kind_fixed(net: Network, cands: list[list[Hop]], src: str, dst: str) -> list[list[Hop]]:
     """The candidates crossing the hosts the kind's own routing fixes (`Kind.relay_hosts`, e.g.
     a Torus's dimension order); all of them where it fixes none or none matches (a failure)."""
@@ -183,10 +196,11 @@ def compute_paths(
         else intended + [(a, b) for a in hosts for b in hosts if a != b and (a, b) not in set(intended)]
     )
     strategy = net.spec.routing
+    modules = ModuleRouter(net, g, transit)
     load: Counter = Counter()
     chosen: dict[tuple[str, str], list[Hop]] = {}
     for src, dst in wanted:
-        cands = kind_fixed(net, _candidates(g, transit, src, dst), src, dst)
+        cands = pair_candidates(net, g, transit, src, dst, modules)
         if not cands:
             continue
         if strategy in PAIR_HASHED:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.routing import Hop, taken_path
+from emulation.periodic import Periodic
 from topologies.model import Network, Role
 
 LOG = logging.getLogger(__name__)
@@ -298,7 +299,7 @@ def datapath_flows() -> list[DpFlow]:
     return parse_dump(_run(["ovs-appctl", "dpctl/dump-flows", "--names"]))
 
 
-class FlowSampler(threading.Thread):
+class FlowSampler(Periodic):
     """Every `period_s` between start() and stop(): each host's sockets (cheap: the kernel's,
     not ovs-vswitchd's time); a direction that moved and is not followed yet (or all that move,
     after the controller rerouted) is followed through the switches with one flow dump. The
@@ -312,14 +313,13 @@ class FlowSampler(threading.Thread):
         paths: Callable[[], Mapping[tuple[str, str], list[Hop]]],
         period_s: float = PERIOD_S,
     ) -> None:
-        super().__init__(daemon=True, name="flow-sampler")
-        self.net, self.pids, self.paths_fn, self.period_s = net, dict(host_pids), paths, period_s
+        super().__init__(period_s, name="flow-sampler")
+        self.net, self.pids, self.paths_fn = net, dict(host_pids), paths
         self.ips = {n.ip for n in net.hosts()}
         self.history: dict[Stream, list[tuple[float, int]]] = {}
         self.crossed: dict[Stream, set[DirLink]] = {}
         self.paths: Mapping[tuple[str, str], list[Hop]] = {}
         self.t_start = 0.0
-        self._halt = threading.Event()
         self._lock = threading.Lock()
 
     @classmethod
@@ -337,16 +337,10 @@ class FlowSampler(threading.Thread):
 
         return cls(tb.model, {h.name: tb.host(h.name).pid for h in tb.model.hosts()}, paths, period_s)
 
-    def start(self) -> FlowSampler:  # type: ignore[override]
-        self._sample()
-        super().start()
-        return self
+    def first(self) -> None:
+        self.tick()
 
-    def run(self) -> None:
-        while not self._halt.wait(self.period_s):
-            self._sample()
-
-    def _sample(self) -> None:
+    def tick(self) -> None:
         try:
             with self._lock:
                 self._sample_once()
@@ -387,10 +381,8 @@ class FlowSampler(threading.Thread):
 
     def stop(self, since: float | None = None) -> Busiest:
         """End sampling (one last sample first); C over the directions that carried bytes after `since`."""
-        self._halt.set()
-        if self.is_alive():
-            self.join()
-        self._sample()
+        self.halt(timeout_s=None)
+        self.tick()
         with self._lock:
             result = busiest(self.net, self.crossed, self.moved(since), self.paths)
         LOG.info("C on the busiest shared link: %s", result.as_dict())

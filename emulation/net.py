@@ -208,8 +208,10 @@ class Testbed:
             run_all(root, [offload_cmd(x) for x in root_intfs[i : i + 50]])
         # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
         # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)
-        for i in range(0, len(root_intfs), 200):
-            names = root_intfs[i : i + 200]
+        # 60 names a line: a shell reads one tty line of at most 4095 characters, and a longer
+        # one never completes (200 hung the bring-up of networks with > ~100 switch ports)
+        for i in range(0, len(root_intfs), 60):
+            names = root_intfs[i : i + 60]
             run_all(root, [["sysctl", "-qw", *(f"net.ipv6.conf.{x.replace('.', '/')}.disable_ipv6=1" for x in names)]])
 
     def _tc_batch(self, node, cmds: list[list[str]]) -> None:

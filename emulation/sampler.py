@@ -11,13 +11,14 @@ one module-level baseline).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from emulation.periodic import Periodic
 
 LOG = logging.getLogger(__name__)
 #: where ovs-ctl writes ovs-vswitchd's PID (Debian: /var/run is a link to /run)
@@ -101,7 +102,7 @@ def _machine() -> tuple[float, float, float]:
     return t.idle, t.user + t.nice + t.system, total
 
 
-class Sampler(threading.Thread):
+class Sampler(Periodic):
     """Samples every `period_s` between start() and stop(); `samples` holds the windows.
 
     intfs: root-namespace interfaces whose transmitted bytes are counted. watch: returns the
@@ -117,8 +118,7 @@ class Sampler(threading.Thread):
         watch: Callable[[], Iterable[psutil.Process]] | None = None,
         track: Callable[[psutil.Process], bool] | None = None,
     ) -> None:
-        super().__init__(daemon=True)
-        self.period_s = period_s
+        super().__init__(period_s, name="sampler")
         self.intfs = list(intfs)
         self.watch = watch
         self.track = track
@@ -127,28 +127,17 @@ class Sampler(threading.Thread):
         self.memory: dict[int, Memory] = {}
         self._cpu: dict[int, float] = {}  # pid -> CPU seconds at its last look
         self._ovs_cpu = 0.0
-        self._done = threading.Event()
         self._last: tuple[float, tuple[float, float, float], dict[str, int]] | None = None
-
-    def start(self) -> Sampler:  # type: ignore[override]
-        """Take the baseline, then sample in the thread."""
-        self._baseline()
-        super().start()
-        return self
-
-    def run(self) -> None:
-        while not self._done.wait(self.period_s):
-            self._sample()
 
     def stop(self, final: bool = False) -> list[Sample]:
         """End sampling (with `final`, one last, shorter window up to now); returns the windows."""
-        self._done.set()
-        self.join(timeout=5)
+        self.halt()
         if final:
-            self._sample()
+            self.tick()
         return self.samples
 
-    def _baseline(self) -> None:
+    def first(self) -> None:
+        """The baseline: CPU times, machine counters and interface bytes at start."""
         if self.ovs is not None:
             try:
                 self._ovs_cpu = _cpu_s(self.ovs)
@@ -157,7 +146,7 @@ class Sampler(threading.Thread):
         self._procs_cpu_s(baseline=True)
         self._last = (time.monotonic(), _machine(), {i: tx_bytes(i) for i in self.intfs})
 
-    def _sample(self) -> None:
+    def tick(self) -> None:
         assert self._last is not None
         now, machine, counters = time.monotonic(), _machine(), {i: tx_bytes(i) for i in self.intfs}
         t_last, (idle0, busy0, total0), last = self._last

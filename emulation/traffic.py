@@ -20,11 +20,12 @@ A window *moves bytes* when its bottleneck utilisation reaches `MOVING` of a lin
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from emulation.periodic import Periodic
 
 LOG = logging.getLogger(__name__)
 
@@ -144,15 +145,13 @@ def last_moving(windows: Sequence[Window]) -> float | None:
     return next((w.t for w in reversed(windows) if w.moving), None)
 
 
-class TrafficSampler(threading.Thread):
+class TrafficSampler(Periodic):
     """Every `period_s`, one Window over the given switch-side interfaces (root namespace)."""
 
     def __init__(self, rate_mbps: Mapping[str, float], period_s: float = PHASE_S) -> None:
-        super().__init__(daemon=True, name="traffic-sampler")
+        super().__init__(period_s, name="traffic-sampler")
         self.rate_mbps = dict(rate_mbps)
-        self.period_s = period_s
         self.windows: list[Window] = []
-        self._done = threading.Event()
         self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
 
     def _counters(self) -> dict[str, tuple[int, int]]:
@@ -163,16 +162,10 @@ class TrafficSampler(threading.Thread):
             return {}
         return {i: c[i] for i in self.rate_mbps if i in c}
 
-    def start(self) -> TrafficSampler:  # type: ignore[override]
+    def first(self) -> None:
         self._last = (time.monotonic(), self._counters())
-        super().start()
-        return self
 
-    def run(self) -> None:
-        while not self._done.wait(self.period_s):
-            self.sample()
-
-    def sample(self) -> None:
+    def tick(self) -> None:
         assert self._last is not None
         now, counters = time.monotonic(), self._counters()
         t_last, last = self._last
@@ -181,7 +174,5 @@ class TrafficSampler(threading.Thread):
         self._last = (now, counters)
 
     def stop(self) -> list[Window]:
-        self._done.set()
-        if self.is_alive():
-            self.join(timeout=5)
+        self.halt()
         return self.windows

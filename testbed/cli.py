@@ -273,10 +273,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from testbed import figure, sweep
+    from testbed.modelreplay import replay_model_figure
     from testbed.report import write_report
 
-    names = figure.figure_names() if args.figure == "all" else [args.figure]
+    names = figure.figure_names("all") if args.figure == "all" else [args.figure]
+    models = figure.figure_names("model")
     for name in names:
+        if name in models:  # Figs. 6-7: analytic + flow model, no emulation (saved points are reused)
+            out = replay_model_figure(name, quick=args.quick, fresh=args.fresh)
+            print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
+            continue
         if args.report_only:
             from workloads.predict import repredict
 
@@ -301,7 +307,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.figure == "all":
         from testbed.report import overview
 
-        print(overview(figure.REPO / "results", names))
+        print(overview(figure.REPO / "results", [n for n in names if n not in models]))
     return 0
 
 
@@ -432,7 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("run_a", help="a results folder, or a run name under results/")
     cp.add_argument("run_b")
     cp.set_defaults(func=cmd_compare)
-    rp = sub.add_parser("replay", help="replay a figure of the PSNet paper (fig1 fig9 fig10 fig11 fig12 fig13 all)")
+    rp = sub.add_parser(
+        "replay", help="replay a figure of the PSNet paper (fig1 fig6 fig7 fig9 fig10 fig11 fig12 fig13 all)"
+    )
     rp.add_argument("figure")
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
     rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")

@@ -94,14 +94,27 @@ class Figure(BaseModel):
         return self
 
 
-def figure_names() -> list[str]:
-    return sorted(p.stem for p in FIGURES.glob("*.yaml"))
+def figure_names(mode: Literal["emulated", "model", "all"] = "emulated") -> list[str]:
+    """Figure files by kind: `emulated` sweeps (this module's schema), `model` figures computed
+    from the analytic and flow models only (`mode: model`, testbed/modelfig.py), or `all`."""
+    names = sorted(p.stem for p in FIGURES.glob("*.yaml"))
+    if mode == "all":
+        return names
+    model = {n for n in names if _is_model_file(FIGURES / f"{n}.yaml")}
+    return sorted(model) if mode == "model" else [n for n in names if n not in model]
+
+
+def _is_model_file(path: Path) -> bool:
+    data = read_yaml(path)
+    return isinstance(data, dict) and data.get("mode") == "model"
 
 
 def load_figure(name: str) -> Figure:
     path = FIGURES / f"{name}.yaml"
     if not is_safe_name(name) or not path.exists():  # a name is never a path out of FIGURES
-        raise FigureError(f"{name}: no such figure; figures: {', '.join(figure_names())}")
+        raise FigureError(f"{name}: no such figure; figures: {', '.join(figure_names('all'))}")
+    if _is_model_file(path):
+        raise FigureError(f"{path}: a model figure (mode: model): `testbed replay {name}` computes it, no sweep")
     try:
         return Figure.model_validate(read_yaml(path))
     except ValidationError as err:

@@ -79,6 +79,11 @@ def plan(ns: argparse.Namespace) -> Plan:
     if ns.command == "doctor":
         return Plan(argv=[*verbose, "doctor"])
     if ns.command == "run":
+        if getattr(ns, "hosts", None):  # not forwarded: the remote run would be emulated instead
+            raise InputError(
+                f"remote run: --hosts {ns.hosts} is not run remotely (the inventory names this machine's key "
+                "files); run `testbed run EXPERIMENT --hosts INVENTORY` on a machine that reaches the servers"
+            )
         p = _plan_run(Path(ns.experiment))
         p.argv = [*verbose, *p.argv, *(["--no-progress"] if ns.no_progress else [])]
         return p

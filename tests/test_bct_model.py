@@ -220,3 +220,13 @@ def test_eq5_follows_the_busiest_tor_of_an_unbalanced_deployment() -> None:
     assert t_push(2, [1, 1, 4])[1] == pytest.approx(0.08) == t_push(3, [1, 1, 4])[1]
     # balanced: plain Eq. 5, (0.5 MB) / min(3 x 100 / 6, 100 / 2) = 0.08 s
     assert t_push(1, [2, 2, 2]) == ("Eq. 5", pytest.approx(0.08))
+
+
+def test_eq6_terms_name_the_binding_link() -> None:
+    net = load_network(TOPOS / "psnet-2modules.yaml")
+    terms = bm.two_modules_terms_of(net, scaled=False)
+    # R B_s / W = 3000 / 6, B_w / P = 1000 / 2, R B_s / (W1 (P - 1)) = 3000 / 3 both ways
+    assert list(terms.values()) == [500, 500, 1000, 1000]
+    assert min(terms.values()) == bm.predict(net, GBIT_BYTES, 1, 1.0, 1e9, scaled=False).flow_mbps
+    with pytest.raises(ValueError, match="exactly two modules"):
+        bm.two_modules_terms_of(load_network(TOPOS / "psnet-testbed.yaml"))

@@ -37,3 +37,16 @@ def test_iterations_or_moving_links_are_progress_and_a_quiet_minute_is_a_stall()
     w.check(now=1124)
     with pytest.raises(Stalled, match=r"no iteration and no link moving bytes for 45 s .* h1: iteration 3 done"):
         w.check(now=1125)
+
+
+def test_frequent_checks_read_the_hosts_once_a_second():
+    reads = []
+
+    def count() -> int:
+        reads.append(1)
+        return 0
+
+    w = ProgressWatch(lambda: True, count, lambda: [], lambda: "", limit_s=45)
+    for i in range(30):  # 3 s of the launcher's 0.1-s loop
+        w.check(now=1000 + i / 10)
+    assert len(reads) == 3

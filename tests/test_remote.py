@@ -329,6 +329,30 @@ def test_bad_experiment_is_refused_here_before_connecting(tmp_path):
     assert str(bad) in err and "topology: nowhere.yaml not found" in err
 
 
+def test_hardware_mode_is_refused_remotely_before_connecting(tmp_path):
+    """`--hosts` would otherwise be dropped and the remote machine would emulate the job instead."""
+    r = subprocess.run(
+        [
+            *TESTBED,
+            "remote",
+            "192.0.2.254",
+            "--connect-timeout",
+            "1",
+            "run",
+            "workloads/experiments/smoke-psnet.yaml",
+            "--hosts",
+            "inventory.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert r.returncode != 0
+    err = one_line_error(r)
+    assert "--hosts inventory.yaml is not run remotely" in err and "testbed run EXPERIMENT --hosts INVENTORY" in err
+
+
 def test_ctrl_c_stops_the_remote_command_and_leaves_nothing_running(remote):
     before = set(remote.pids())
     p = subprocess.Popen(

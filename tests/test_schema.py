@@ -58,7 +58,7 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_thirteen():
+def test_shipped_files_are_the_documented_fourteen():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
@@ -68,6 +68,7 @@ def test_shipped_files_are_the_documented_thirteen():
         "leafspine-rat.yaml",
         "psnet-1tor.yaml",
         "psnet-2modules.yaml",
+        "psnet-4modules-pair.yaml",
         "psnet-4modules.yaml",
         "psnet-standby.yaml",
         "psnet-testbed.yaml",

@@ -125,14 +125,34 @@ def t_push_two_modules_s(
         raise ValueError(
             f"need 0 <= P1 <= P and 0 <= W1 <= W, got P1={ps_module1} P={ps} W1={workers_module1} W={workers}"
         )
-    remote_ps = ps - 1 if paper_literal else ps - ps_module1
     rate_mbps = min(
-        tors * ps_mbps / workers,
-        worker_mbps / ps,
-        _share(tors * ps_mbps, workers_module1 * remote_ps),
-        _share(tors * ps_mbps, (workers - workers_module1) * ps_module1),
+        two_modules_terms_mbps(
+            ps, workers, ps_module1, workers_module1, tors, ps_mbps, worker_mbps, paper_literal
+        ).values()
     )
     return (model_bytes / ps) / _rate_bytes_per_s(rate_mbps) + alpha * latency_s
+
+
+def two_modules_terms_mbps(
+    ps: int,
+    workers: int,
+    ps_module1: int,
+    workers_module1: int,
+    tors: int,
+    ps_mbps: float,
+    worker_mbps: float,
+    paper_literal: bool = True,
+) -> dict[str, float]:
+    """Eq. 6's four per-flow rates (Mbit/s) by what limits them, so a report can name the binding
+    one: a PS's R NICs shared by all W workers, a worker's link by its P PSs, and the R x B_s
+    between the modules shared by the flows crossing each way (infinite where none cross)."""
+    remote_ps = ps - 1 if paper_literal else ps - ps_module1
+    return {
+        "PS NICs R B_s / W": tors * ps_mbps / workers,
+        "worker link B_w / P": worker_mbps / ps,
+        "modules 1->2 R B_s / (W1 (P - 1))": _share(tors * ps_mbps, workers_module1 * remote_ps),
+        "modules 2->1 R B_s / ((W - W1) P1)": _share(tors * ps_mbps, (workers - workers_module1) * ps_module1),
+    }
 
 
 def t_push_fattree_s(
@@ -258,6 +278,25 @@ def _check_routed(net: Network, paths: dict, pairs: list[tuple[str, str]]) -> No
     missing = [p for p in pairs if p not in paths]
     if missing:
         raise ValueError(f"{net.name}: no route for {len(missing)} worker-PS pairs, e.g. {missing[0]}")
+
+
+def two_modules_terms_of(net: Network, scaled: bool = True) -> dict[str, float]:
+    """Eq. 6's four per-flow rates (Mbit/s) for the job on all of a two-module PSNet's hosts
+    (module 1 = the lower-numbered one), read from the network as `predict` reads it."""
+    facts = net.family.bct
+    workers, pss = _job(net)
+    modules = sorted({n.module for n in (*workers, *pss)})
+    if facts is None or facts.scenario != BctScenario.MODULES or len(modules) != 2:
+        raise ValueError(f"{net.name}: Eq. 6 needs a PSNet job over exactly two modules")
+    return two_modules_terms_mbps(
+        len(pss),
+        len(workers),
+        sum(1 for n in pss if n.module == modules[0]),
+        sum(1 for n in workers if n.module == modules[0]),
+        net.spec.tors,
+        _host_mbps(net, pss[0], facts.ps_link, scaled),
+        _host_mbps(net, workers[0], facts.worker_link, scaled),
+    )
 
 
 def predict(

@@ -75,7 +75,11 @@ class StallWatch:
 class ProgressWatch:
     """The same rule for processes that report progress as a count (the scheme engine's hosts):
     armed once `ready()`, progress is the count growing or a window moving bytes; `check` raises
-    Stalled with `doing()` (what each process was at) after `limit_s` without either."""
+    Stalled with `doing()` (what each process was at) after `limit_s` without either.
+
+    `check` may be called often (the scheme launcher's 0.1-s loop); it looks at most every
+    `every_s`, since `ready` and `count` read every host's files and a stall is counted in tens
+    of seconds."""
 
     def __init__(
         self,
@@ -84,13 +88,18 @@ class ProgressWatch:
         windows: Callable[[], Sequence[Window]],
         doing: Callable[[], str],
         limit_s: float = STALL_S,
+        every_s: float = 1.0,
     ) -> None:
         self.ready, self.count, self.windows, self.doing = ready, count, windows, doing
-        self.limit_s = limit_s
+        self.limit_s, self.every_s = limit_s, every_s
         self.last: tuple[int, float] | None = None  # (count, when it last grew or the watch armed)
+        self.looked = float("-inf")
 
     def check(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
+        if now - self.looked < self.every_s:
+            return
+        self.looked = now
         if not self.ready():
             return
         n = self.count()

@@ -9,9 +9,11 @@ traffic's own pairs). `compute_paths` itself is the bottleneck at scale (a subgr
 `nx.all_shortest_paths` per pair: ~87 ms a pair on FatTree k=34, an hour for one PS job), so
 `fast_paths` computes the same thing per destination: one BFS, then the pair's candidates in the
 controller's order (sorted node paths, parallel cables expanded in key order) and the same
-choice (seeded hash, or least-loaded in pair order). tests/test_flowmodel.py checks it against
-`compute_paths` pair for pair. Both helpers here belong in controller.routing / topologies.model
-(see the report); they live in this package while those files are being refactored.
+choice (seeded hash, or least-loaded in pair order); PSNet pairs across modules take the
+controller's own candidates (one disjoint SuperNode path each, controller.modules).
+tests/test_flowmodel.py checks it against `compute_paths` pair for pair. Both helpers here belong
+in controller.routing / topologies.model (see the report); they live in this package while those
+files are being refactored.
 """
 
 from __future__ import annotations
@@ -24,7 +26,18 @@ from dataclasses import dataclass, fields
 
 import networkx as nx
 
-from controller.routing import PAIR_HASHED, Hop, _edges, _hash, kind_fixed, path_links, routing_graph, taken_path
+from controller.modules import ModuleRouter
+from controller.routing import (
+    PAIR_HASHED,
+    Hop,
+    _edges,
+    _hash,
+    kind_fixed,
+    pair_candidates,
+    path_links,
+    routing_graph,
+    taken_path,
+)
 from controller.tc import initial_circuits
 from topologies.model import Link, Network, Role
 
@@ -196,6 +209,7 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
     g = routing_graph(net, circuits)
     transit = {n.name for n in net.nodes.values() if (not n.is_host or n.relay) and n.role != Role.ECS}
     router = _Router(g, transit)
+    modules = ModuleRouter(net, g, transit)  # PSNet: pairs across modules take a disjoint SuperNode path
     load: Counter = Counter()
     chosen: dict[Pair, list[Hop]] = {}
     if net.spec.routing in PAIR_HASHED:  # each choice is independent of the others: group by dst
@@ -206,6 +220,10 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
             continue
         fixed = net.family.relay_hosts(net, src, dst) is not None  # e.g. a Torus's dimension order
         cands = kind_fixed(net, list(router.all(src, dst)), src, dst) if fixed else None
+        if modules.applies(src, dst):  # few pairs: the controller's own candidates
+            cands = pair_candidates(net, g, transit, src, dst, modules)
+            if not cands:
+                continue
         if net.spec.routing in PAIR_HASHED:
             h = _hash(f"{src}>{dst}>{net.spec.seed}")
             pick = cands[h % len(cands)] if cands else router.nth(src, dst, h % n)

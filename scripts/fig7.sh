@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Replay the PSNet paper's Fig. 7 (Section 4.2, at scale) into results/fig7/ (points/, summary.csv,
+# fig7.png, report.md, report.json) from the analytic model and the flow model: no emulation, so
+# no root and no lock. Resumable: computed points are kept. Options pass through: --quick, --fresh.
+# Needs the venv and python3-simgrid, which scripts/setup.sh installs once.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+exec .venv/bin/testbed replay fig7 "$@"

@@ -1,0 +1,113 @@
+"""The paper's communication time (Eqs. 5-7, T_push + T_pull) for a built network of any size.
+
+`bct_model.predict` routes every host pair with `controller.routing.compute_paths` to find
+Eq. 7's C and the hop counts: exact, but an hour at a thousand hosts. The model-only figures
+(Figs. 6-7 at up to ~1k hosts) take the paths from the flow model's router instead
+(workloads.flowmodel.routes: per destination, tested pair for pair against compute_paths), the
+same routes the flow-model point loads, so the analytic and the simulated points rest on one
+set of paths. The equations themselves are bct_model's; this module only reads their inputs
+off the network (which scenario the kind states, B_w, B_s, C, alpha or beta).
+
+Paper rates (`Link.paper_mbps`) and the paper's S throughout: Section 4.2's units.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from topologies.model import BctScenario, LinkKind, Network
+from workloads import bct_model
+from workloads.flowmodel.routes import IndexedNetwork, Routes
+
+#: a worker's circuit crosses the ECS as two cables (worker-ecs, ecs-tor) but is one link to
+#: the equations (the ECS is transparent, Section 3.1): the second cable is not counted as a hop
+TRANSPARENT = frozenset({LinkKind.ECS_TOR})
+
+
+@dataclass(frozen=True)
+class Analytic:
+    """One point of the analytic model: which equation, T_push (= T_pull), and its inputs."""
+
+    equation: str
+    t_push_s: float
+    hops: int  # 2 (Eq. 5), alpha (Eq. 6) or beta (Eq. 7)
+    c: int | None  # Eq. 7's C; None for PSNet
+    workers: int
+    ps: int
+
+    @property
+    def t_comm_s(self) -> float:
+        """T_push + T_pull, what Figs. 6-7 plot."""
+        return 2 * self.t_push_s
+
+
+def _rate(inet: IndexedNetwork, host: str, kind: LinkKind) -> float:
+    rates = [ln.paper_mbps for ln in inet.links_of(host) if ln.kind is kind]
+    if not rates:
+        raise ValueError(f"{host} has no {kind} link")
+    return min(rates)
+
+
+def _hops(routes: Routes) -> int:
+    """alpha / beta: the most links on a worker-PS route, the ECS circuit counting as one."""
+    return max(sum(ln.kind not in TRANSPARENT for ln, _ in cables) for cables in routes.cables.values())
+
+
+def shared_link_c(routes: Routes, shared: frozenset[LinkKind], workers: list[str], pss: list[str]) -> int:
+    """Eq. 7's C: the most worker-PS flows on one directed cable of the `shared` kinds.
+
+    Push and pull run on opposite directions of full-duplex cables; the paper's T_push = T_pull
+    is one number, so the worse direction counts (as bct_model's every-pair version does)."""
+    c = 0
+    for pairs in ([(w, p) for w in workers for p in pss], [(p, w) for w in workers for p in pss]):
+        load: Counter = Counter()
+        for pair in pairs:
+            for ln, frm in routes.cables[pair]:
+                if ln.kind in shared:
+                    load[(ln.key, frm)] += 1
+        c = max(c, max(load.values(), default=0))
+    return c
+
+
+def analytic_comm(
+    net: Network, routes: Routes, model_bytes: float, workers: list[str], pss: list[str], paper_literal: bool = True
+) -> Analytic:
+    """Eq. 5 (one PSNet module), Eq. 6 (two) or Eq. 7 (FatTree) for the job on `net`, with the
+    per-link latency of the spec (`delay_ms`). `paper_literal`: Eq. 6 as printed, (P - 1), or as
+    derived, (P - P1) (bct_model.t_push_two_modules_s)."""
+    facts = net.family.bct
+    if facts is None:
+        raise ValueError(f"the paper gives no communication model for {net.family.title}")
+    inet = IndexedNetwork.of(net)
+    w, p = len(workers), len(pss)
+    latency = net.spec.delay_ms / 1000
+    b_w = _rate(inet, workers[0], facts.worker_link)
+    b_s = _rate(inet, pss[0], facts.ps_link)
+    c: int | None = None
+    if facts.scenario == BctScenario.MODULES:
+        module = {n.name: n.module for n in net.hosts()}
+        modules = sorted({module[h] for h in (*workers, *pss)})
+        tors = net.spec.tors
+        if len(modules) == 1:
+            equation, hops = "Eq. 5", bct_model.ONE_MODULE_HOPS
+            t = bct_model.t_push_one_module_s(model_bytes, p, w, tors, b_s, b_w, latency)
+        elif len(modules) == 2:
+            equation, hops = ("Eq. 6" if paper_literal else "Eq. 6 (P - P1)"), _hops(routes)
+            p1 = sum(module[h] == modules[0] for h in pss)
+            w1 = sum(module[h] == modules[0] for h in workers)
+            t = bct_model.t_push_two_modules_s(
+                model_bytes, p, w, p1, w1, tors, b_s, b_w, hops, latency, paper_literal=paper_literal
+            )
+        else:
+            raise ValueError(f"{net.name}: the job spans {len(modules)} modules; the paper models one or two")
+    elif facts.scenario == BctScenario.FATTREE:
+        equation, hops = "Eq. 7", _hops(routes)
+        c = shared_link_c(routes, facts.shared_links, workers, pss)
+        t = bct_model.t_push_fattree_s(model_bytes, p, w, b_s, b_w, net.spec.oversubscription, c, hops, latency)
+    else:
+        raise ValueError(f"{net.name}: no communication model for scenario {facts.scenario!r}")
+    if not math.isfinite(t):
+        raise ValueError(f"{net.name}: the model gives no finite time (no constraining term)")
+    return Analytic(equation, t, hops, c, w, p)
