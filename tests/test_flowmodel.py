@@ -29,6 +29,12 @@ EXPERIMENTS = REPO / "workloads" / "experiments"
 MBIT = 1e6 / 8
 
 
+@pytest.fixture(autouse=True)
+def exact_max_min(monkeypatch):
+    """The analytic cases here are exact max-min's, whatever calibration the repository stores."""
+    monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", "none")
+
+
 def star(rates_mbps: dict[str, float], latency_s: float = 0.0) -> tuple[Platform, dict]:
     """Every host on its own split-duplex cable to one switch; a route is up one, down the other."""
     names = list(rates_mbps)
@@ -152,6 +158,8 @@ def test_factors_file_is_the_calibration_hook(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a JSON object"):
         sim_config()
     monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(tmp_path / "absent.json"))
+    assert sim_config() == (engine.BASE_CONFIG, "CM02, uncalibrated")
+    monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", "none")
     assert sim_config() == (engine.BASE_CONFIG, "CM02, uncalibrated")
 
 

@@ -3,7 +3,10 @@
 Measured facts this follows (../shared/notes/probe-simgrid.md, Debian's python3-simgrid 3.32):
 - CM02 with cross-traffic off and `network/optim:Full` is exact max-min; the default Lazy
   optimisation lets flows exceed a link's rate when latencies are > 0 (a SimGrid bug), so Full
-  is always set. A calibration may replace the model by LV08 with fitted factors (`factors`).
+  is always set. A calibration may replace the model by LV08 with fitted factors (`factors`),
+  and add a per-message latency (`MESSAGE_LATENCY`): each message's first byte arrives that much
+  after it starts, which is what TCP's ramp and the engine's per-message work cost on the emulator
+  and what max-min sharing has no term for (benchmarks/flowmodel.py fits it).
 - One Engine per process (a second one aborts; an uncaught error in an actor aborts too), so
   each simulation runs in a fresh spawned process that does one task and exits.
 - Every actor is an OS thread: one driver actor starts every transfer with `Comm.sendto_async`.
@@ -37,17 +40,22 @@ BASE_CONFIG: dict[str, str] = {
     "network/crosstraffic": "0",
     "network/optim": "Full",
 }
-#: where a calibration against the emulator writes its SimGrid settings (JSON object of
-#: `--cfg` keys, e.g. {"network/model": "LV08", "network/bandwidth-factor": "0.97",
-#: "network/latency-factor": "13.01"}); PSNET_FLOWMODEL_FACTORS overrides the path
+#: where a calibration against the emulator writes its settings: a JSON object whose keys with a
+#: "/" are settings (SimGrid `--cfg` keys, e.g. {"network/model": "LV08",
+#: "network/bandwidth-factor": "0.97"}, and this engine's own `flowmodel/` keys) and whose other
+#: keys (date, machine, points) are a record; PSNET_FLOWMODEL_FACTORS overrides the path
 FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
+#: this engine's setting (not SimGrid's): seconds added to every message before its first byte
+MESSAGE_LATENCY = "flowmodel/message-latency-s"
 
 
 def sim_config() -> tuple[dict[str, str], str]:
-    """The SimGrid settings and where they came from (the factors file when one exists)."""
-    path = Path(os.environ.get("PSNET_FLOWMODEL_FACTORS", FACTORS_FILE))
+    """The SimGrid settings and where they came from (the factors file when one exists;
+    PSNET_FLOWMODEL_FACTORS=none: exact max-min whatever is stored)."""
+    env = os.environ.get("PSNET_FLOWMODEL_FACTORS")
+    path = Path(env or FACTORS_FILE)
     cfg = dict(BASE_CONFIG)
-    if not path.is_file():
+    if env == "none" or not path.is_file():
         return cfg, "CM02, uncalibrated"
     try:
         extra = json.loads(path.read_text())
@@ -55,7 +63,7 @@ def sim_config() -> tuple[dict[str, str], str]:
         raise ValueError(f"{path}: not a JSON object of SimGrid settings ({err}); fix or remove it") from None
     if not isinstance(extra, dict):
         raise ValueError(f"{path}: expected a JSON object of SimGrid --cfg keys; fix or remove it")
-    cfg.update({str(k): str(v) for k, v in extra.items()})
+    cfg.update({str(k): str(v) for k, v in extra.items() if "/" in str(k)})
     cfg["network/optim"] = "Full"  # Lazy is wrong with latencies > 0, whatever a file says
     return cfg, f"{cfg['network/model']} with factors from {path}"
 
@@ -114,14 +122,19 @@ def _simulate(platform: Platform, traffic: Traffic, config: dict[str, str]) -> S
     """Runs inside the subprocess: build the platform, replay the traffic, report."""
     t0 = time.perf_counter()
     sg = _quiet_import()
-    args = ["flowmodel", *(f"--cfg={k}:{v}" for k, v in config.items()), "--log=root.thres:warning"]
+    sg_cfg = {k: v for k, v in config.items() if not k.startswith("flowmodel/")}
+    message_s = float(config.get(MESSAGE_LATENCY, 0.0))
+    args = ["flowmodel", *(f"--cfg={k}:{v}" for k, v in sg_cfg.items()), "--log=root.thres:warning"]
     e = sg.Engine(args)
     zone = sg.NetZone.create_full_zone("net")
     hosts = {h: zone.create_host(h, 1e9).seal() for h in traffic.hosts()}
     links = [zone.create_split_duplex_link(name, rate).set_latency(lat).seal() for name, rate, lat in platform.links]
     up, down = sg.LinkInRoute.Direction.UP, sg.LinkInRoute.Direction.DOWN
+    # the per-message latency: one link per sender that never limits a rate (1 PB/s), only delays
+    sender = {h: zone.create_link(f"msg-{h}", 1e15).set_latency(message_s).seal() for h in hosts} if message_s else {}
     for (a, b), route in platform.routes.items():
         hops = [sg.LinkInRoute(links[i], up if fwd else down) for i, fwd in route]
+        hops = [sg.LinkInRoute(sender[a])] + hops if message_s else hops
         zone.add_route(hosts[a].netpoint, hosts[b].netpoint, None, None, hops, False)
     zone.seal()
     t1 = time.perf_counter()

@@ -1,0 +1,301 @@
+"""Flow-model calibration: the emulator's communication time beside the flow model's, the factors
+fitted, stored, and the table.
+
+    scripts/bench_flowmodel.sh [--quick] [--emulated FILE]
+
+For every shipped topology (topologies/*.yaml but the *-standby files, which are their base
+network plus an idle standby PS) and every scheme the engine can run on it (ps where the file
+has PSs, mesh, ring, halving-doubling, rat, hips where the topology has an address grid), at two
+gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emulated rate):
+1. emulated: the scheme engine's measured GST (slowest worker's synchronisation, compute 0), mean
+   over the measured iterations, with the fidelity monitor's verdict;
+2. simulated on the same file, schedule and bytes (workloads.flowmodel): exact max-min (CM02,
+   uncalibrated), and again with a probe message latency (how many messages the critical path has);
+3. the fit (workloads.flowmodel.fit): LV08's bandwidth factor and a per-message latency, least
+   squares on the log ratio over the faithful points; written to
+   results/calibration/flowmodel-factors.json (the file the flow model reads);
+4. every point simulated again with the fitted factors: the table's calibrated column.
+
+The TF PS job (tf-ps) is not a point: its measured communication is the links' busy time in
+0.25-s windows (workloads.steptime) and TF splits the model by whole variables, not S/P, so its
+error would be the measurement's and the split's, not the network model's; the engine's `ps` is
+the same push-then-pull pattern with exact bytes. Writes results/bench/flowmodel.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform as py_platform
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
+
+LOG = logging.getLogger("bench.flowmodel")
+SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat", "hips")
+#: the busiest cable's seconds at the emulated rate (workloads.schemes.count) of each point's bytes
+SIZES_S = (0.5, 2.0)
+QUICK = {"topologies": ("leafspine-2rack.yaml",), "schemes": ("mesh", "ring"), "sizes": (0.4,), "iterations": 2}
+#: a point within this of the emulated time is "within 5%"
+GOAL = 0.05
+#: message latency of the probe simulation that measures each point's critical-path length (s)
+PROBE_S = 0.01
+#: simulations at once (each its own process)
+SIM_PARALLEL = 2
+FACTORS = TOP / "results" / "calibration" / "flowmodel-factors.json"
+
+
+def shipped_topologies() -> list[str]:
+    return sorted(p.name for p in (TOP / "topologies").glob("*.yaml") if "standby" not in p.name)
+
+
+@dataclass
+class Case:
+    """One point's network, schedule and engine job, sized (see `cases`)."""
+
+    topology: str
+    scheme: str
+    size_s: float
+    scale: float
+    net: object
+    job: object
+    prep: object
+
+    @property
+    def name(self) -> str:
+        return f"{self.topology} {self.scheme} {self.size_s:g}s"
+
+
+def _job(scheme: str, model_bytes: float, iterations: int):
+    from workloads.experiment import JobSpec
+
+    return JobSpec(
+        model="tiny", scheme=scheme, compute="calibrated", compute_s=0.0, iterations=iterations, warmup=1,
+        model_bytes=model_bytes, deadline_s=600,
+    )  # fmt: skip
+
+
+def cases(topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], iterations: int) -> list[Case]:
+    """The points of one topology file: each applicable scheme at each size. A scheme the file
+    cannot run (no PSs for ps, no address grid for hips, too few hosts) is skipped with a log line."""
+    from topologies.build import build_network
+    from topologies.schema import load_spec
+    from workloads.experiment import ExperimentError
+    from workloads.schemes.count import expected_sync_s
+    from workloads.schemes.job import prepare
+
+    spec = load_spec(TOP / "topologies" / topology)
+    net = build_network(spec)
+    out = []
+    for scheme in schemes:
+        try:  # 1 MB emulated, then scaled so that the busiest cable is busy size_s
+            probe = prepare(_job(scheme, 1e6 * spec.scale, iterations), net, spec.scale, topology)
+        except (ExperimentError, ValueError) as err:
+            LOG.info("%s: %s does not apply (%s)", topology, scheme, err)
+            continue
+        per_mb = expected_sync_s(net, probe.sched)
+        for size in sizes:
+            job = _job(scheme, size / per_mb * 1e6 * spec.scale, iterations)
+            out.append(Case(topology, scheme, size, spec.scale, net, job, prepare(job, net, spec.scale, topology)))
+    return out
+
+
+def emulate(todo: list[Case], tmp: Path, save: Path) -> list[dict]:
+    """Each case on the emulator: one testbed per topology, the scheme engine per case. The rows
+    so far go to `save` after each topology (`--emulated` refits from a run stopped midway)."""
+    from benchmarks.schemes import _scheme_run
+    from emulation.net import Testbed
+
+    rows = []
+    for topology in dict.fromkeys(c.topology for c in todo):
+        mine = [c for c in todo if c.topology == topology]
+        t0 = time.monotonic()
+        with Testbed(mine[0].net) as tb:
+            LOG.info("%s up in %.0f s: %d points", topology, time.monotonic() - t0, len(mine))
+            for c in mine:
+                row = {"topology": c.topology, "scheme": c.scheme, "size_s": c.size_s, "bytes": c.prep.model_bytes}
+                try:
+                    r = _scheme_run(tb, c.net, c.job, c.scale, tmp / topology / f"{c.scheme}-{c.size_s:g}")
+                    row.update(emulated_s=r["gst"]["mean"], gst=r["gst"], expected_s=r["expected_s"],
+                               faithful=r["faithful"], fidelity=r["fidelity"], hosts=r["hosts"], error="")  # fmt: skip
+                    LOG.info("%s: GST %.3f s (busiest cable %.3f s)", c.name, r["gst"]["mean"], r["expected_s"])
+                except (RuntimeError, OSError) as err:
+                    row.update(emulated_s=None, faithful=False, fidelity="", hosts=len(c.prep.hosts), error=str(err))
+                    LOG.warning("%s: %s", c.name, err)
+                rows.append(row)
+        save.write_text(json.dumps({"points": rows}, indent=1))
+    return rows
+
+
+def simulate_case(c: Case, config: dict[str, str]) -> float:
+    """The flow model's time for the case's own schedule and bytes on its own network."""
+    from workloads.flowmodel.engine import simulate
+    from workloads.flowmodel.routes import flow_routes
+    from workloads.flowmodel.simulate import platform
+    from workloads.flowmodel.traffic import from_schedule
+
+    traffic = from_schedule(c.prep.sched)
+    routes = flow_routes(c.net, traffic.pairs())
+    return simulate(platform(c.net, routes, False), traffic, config).iteration_s
+
+
+def simulate_all(todo: list[Case], config: dict[str, str]) -> list[float]:
+    """Every case with one configuration, two at a time (one SimGrid process each; 2 cores)."""
+    with ThreadPoolExecutor(max_workers=SIM_PARALLEL) as pool:
+        return list(pool.map(lambda c: simulate_case(c, config), todo))
+
+
+def simulate_points(todo: list[Case], rows: list[dict]) -> list:
+    """Per case: exact max-min, and the probe (b = 1, c = PROBE_S) for the critical path's length."""
+    from workloads.flowmodel.engine import BASE_CONFIG
+    from workloads.flowmodel.fit import Fit, Point, settings
+
+    probe = settings(Fit(1.0, PROBE_S, 0.0, 0.0, 0))
+    bases = simulate_all(todo, dict(BASE_CONFIG))
+    probes = simulate_all(todo, probe)
+    points = []
+    for c, row, base, probed in zip(todo, rows, bases, probes, strict=True):
+        slope = (probed - base) / PROBE_S
+        row.update(uncalibrated_s=base, critical_messages=slope)
+        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope))
+    return points
+
+
+def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: dict) -> dict:
+    """Fit on the faithful points, write the factors file, simulate every point with them."""
+    from dataclasses import asdict
+
+    from workloads.flowmodel.fit import fit, settings, write_factors
+
+    points = simulate_points(todo, rows)
+    used = [p for p, r in zip(points, rows, strict=True) if r["faithful"] and r["emulated_s"]]
+    fitted_on = "faithful points of benchmarks/flowmodel.py (scheme engine GST, compute 0)"
+    if len(used) < 2:  # a loaded machine: fit what was measured, and say so
+        used = [p for p, r in zip(points, rows, strict=True) if r["emulated_s"]]
+        fitted_on = "every emulated point (fewer than 2 were faithful: the machine was loaded)"
+        LOG.warning("fewer than 2 faithful points: fitting on all %d emulated points", len(used))
+    full = fit(used)
+    bw_only = fit(used, message_latency=False)
+    record = {
+        "date": res_meta["started"],
+        "machine": f"{py_platform.node()}, {res_meta['cpus']} cores, kernel {res_meta['kernel']}, "
+        f"{res_meta['idle_before_pct']:.0f}% idle before the run",
+        "commit": res_meta["git_commit"],
+        "fitted_on": fitted_on,
+        "emulated": res_meta.get("emulated_from") or "this run (date and machine above)",
+        "bandwidth_factor_only": asdict(bw_only),
+    }
+    write_factors(out_factors, full, record, used)
+    cfg = settings(full)
+    for row, calibrated in zip(rows, simulate_all(todo, cfg), strict=True):
+        row["calibrated_s"] = calibrated
+        emu = row["emulated_s"]
+        row["ratio"] = row["calibrated_s"] / emu if emu else None
+        row["within_goal"] = row["ratio"] is not None and abs(row["ratio"] - 1) <= GOAL
+        row["why"] = why_not(row, full.bandwidth_factor)
+    return {"fit": asdict(full), "bandwidth_factor_only": asdict(bw_only), "settings": cfg, "fitted_on": fitted_on}
+
+
+def why_not(row: dict, bandwidth_factor: float) -> str:
+    """A short reason where the calibrated point misses the goal, from its own numbers: how much
+    slower than exact max-min the emulator was, against the fitted mean slow-down 1/b."""
+    if row["emulated_s"] is None:
+        return f"emulation failed: {row['error']}"
+    if row["within_goal"]:
+        return ""
+    if not row["faithful"]:
+        return f"emulation not faithful ({row['fidelity']})"
+    slower = row["emulated_s"] / row["uncalibrated_s"]
+    if slower > 1 / bandwidth_factor:
+        return (
+            f"emulated {slower:.2f}x max-min, above the fitted mean {1 / bandwidth_factor:.2f}x: many concurrent "
+            "TCP flows into one shaped cable share it worse than max-min (no per-flow-count term)"
+        )
+    return (
+        f"emulated {slower:.2f}x max-min, below the fitted mean {1 / bandwidth_factor:.2f}x: few flows per cable "
+        "run close to the shaped rate; the mean is set by the many-flow schemes"
+    )
+
+
+def format_tables(res: dict) -> str:
+    head = ["topology", "traffic", "hosts", "busiest cable (s)", "emulated GST (s)", "simulated, max-min (s)",
+            "simulated, calibrated (s)", "calibrated / emulated", "within 5%?", "why not"]  # fmt: skip
+    rows = [
+        [r["topology"].removesuffix(".yaml"), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
+         fmt(r.get("expected_s"), ".3f"), fmt(r["emulated_s"], ".3f"), fmt(r.get("uncalibrated_s"), ".3f"),
+         fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), "yes" if r.get("within_goal") else "no",
+         r.get("why", "") or "-"]
+        for r in res["points"]
+    ]  # fmt: skip
+    parts = ["### Simulated against emulated communication time\n\n" + md_table(head, rows)]
+    if "calibration" in res:
+        f, b = res["calibration"]["fit"], res["calibration"]["bandwidth_factor_only"]
+        within = sum(1 for r in res["points"] if r.get("within_goal"))
+        parts.append(
+            f"Fitted on {f['points']} points: bandwidth factor {f['bandwidth_factor']:.3f}, message "
+            f"latency {f['message_latency_s'] * 1e3:.2f} ms (rms log error {f['rms_log_error']:.3f}, worst "
+            f"{f['max_abs_error'] * 100:.1f}%). Bandwidth factor alone: {b['bandwidth_factor']:.3f} (rms "
+            f"{b['rms_log_error']:.3f}, worst {b['max_abs_error'] * 100:.1f}%). Within 5%: {within} of "
+            f"{len(res['points'])} points. Fitted on {res['calibration']['fitted_on']}."
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench_flowmodel", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="one topology, mesh and ring, one small size (~2 min)")
+    p.add_argument("--topologies", nargs="+", help="topology file names (default: every shipped one)")
+    p.add_argument("--sizes", type=float, nargs="+", help=f"busiest-cable seconds per point (default {SIZES_S})")
+    p.add_argument("--emulated", help="reuse the emulated points of an earlier flowmodel.json (no emulation)")
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument(
+        "--factors", help=f"factors file to write (default {FACTORS}; --quick: OUT/flowmodel-factors-quick.json)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(args.verbose)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        files, schemes, sizes, iterations = QUICK["topologies"], QUICK["schemes"], QUICK["sizes"], QUICK["iterations"]
+    else:
+        files, schemes, sizes, iterations = shipped_topologies(), SCHEMES, SIZES_S, 3
+    files, sizes = tuple(args.topologies or files), tuple(args.sizes or sizes)
+    res: dict = {"meta": meta(args)}
+    t0 = time.monotonic()
+    todo = [c for f in files for c in cases(f, schemes, sizes, iterations)]
+    todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
+    if args.emulated:
+        earlier = json.loads(Path(args.emulated).read_text())["points"]
+        res["meta"]["emulated_from"] = f"{args.emulated} (refit: date and machine above are the refit's)"
+        old = {(r["topology"], r["scheme"], r["size_s"]): r for r in earlier}
+        todo = [c for c in todo if (c.topology, c.scheme, c.size_s) in old]
+        rows = [dict(old[(c.topology, c.scheme, c.size_s)]) for c in todo]
+    else:
+        with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
+            rows = emulate(todo, Path(tmp), out_dir / "flowmodel-emulated.json")
+    res["meta"]["emulated_wall_s"] = time.monotonic() - t0
+    res["points"] = rows
+    # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
+    (out_dir / "flowmodel-emulated.json").write_text(json.dumps(res, indent=1))
+    quick_factors = out_dir / "flowmodel-factors-quick.json"
+    factors = Path(args.factors) if args.factors else quick_factors if args.quick else FACTORS
+    res["calibration"] = calibrate(todo, rows, factors, res["meta"])
+    res["meta"]["factors_file"] = str(factors)
+    res["meta"]["wall_s"] = time.monotonic() - t0
+    write_results(out_dir, "flowmodel", "Flow-model calibration", res, format_tables(res), args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

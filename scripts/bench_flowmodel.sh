@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Flow-model calibration: every shipped topology x every scheme the engine runs on it, emulated
+# (scheme engine GST, compute 0) and simulated on the same file and bytes (workloads/flowmodel);
+# fits LV08's bandwidth factor and a per-message latency, writes the factors the flow model reads
+# (results/calibration/flowmodel-factors.json) and the table ($out/flowmodel.json, flowmodel.md).
+# Run as root on an otherwise idle machine (2 cores: other work changes every figure):
+#   sudo scripts/bench_flowmodel.sh            (full: 11 topologies, 108 points; ~30 min idle, see README)
+#   sudo scripts/bench_flowmodel.sh --quick    (leaf-spine, mesh and ring, one size; factors to $out only)
+# Extra arguments go to `python -m benchmarks.flowmodel` (see --help), e.g. --topologies psnet-testbed.yaml,
+# or --emulated results/bench/flowmodel.json to refit without emulating again.
+set -euo pipefail
+
+out=${OUT:-results/bench}   # output folder (flowmodel.json, flowmodel.md)
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/setup.sh
+export PSNET_LOCK_WAIT_S=${PSNET_LOCK_WAIT_S:-1800}
+exec .venv/bin/python -m benchmarks.flowmodel --out "$out" "$@"

@@ -1,0 +1,43 @@
+"""The flow-model calibration's fast path (scripts/bench_flowmodel.sh --quick) on real Mininet: two
+points emulated and simulated on the same file and bytes, the factors fitted and written where
+the flow model reads them, the table written. No timed asserts: the emulator's numbers depend on
+the machine's load; what holds whatever the load is asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
+pytestmark = pytest.mark.root
+
+
+def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeypatch):
+    from benchmarks import flowmodel
+    from workloads.flowmodel.engine import MESSAGE_LATENCY, sim_config
+
+    factors = tmp_path / "factors.json"
+    assert flowmodel.main(["--quick", "--out", str(tmp_path), "--factors", str(factors)]) == 0
+    res = json.loads((tmp_path / "flowmodel.json").read_text())
+    rows = res["points"]
+    assert [(r["topology"], r["scheme"]) for r in rows] == [
+        ("leafspine-2rack.yaml", "mesh"),
+        ("leafspine-2rack.yaml", "ring"),
+    ]
+    for r in rows:
+        assert r["hosts"] == 8 and r["gst"]["n"] == 2, r
+        # max-min is a floor: the emulator moves the same bytes no faster than exact sharing allows
+        assert r["emulated_s"] >= 0.95 * r["uncalibrated_s"] > 0, r
+        assert r["calibrated_s"] > 0 and r["ratio"] == pytest.approx(r["calibrated_s"] / r["emulated_s"])
+    # ring's critical path is 2(W-1) = 14 dependent messages; mesh's one send per peer overlaps
+    ring = next(r for r in rows if r["scheme"] == "ring")
+    assert ring["critical_messages"] == pytest.approx(14, abs=0.5)
+    written = json.loads(factors.read_text())
+    assert len(written["points"]) == 2 and written["date"] and written["machine"]
+    monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(factors))
+    cfg, _ = sim_config()
+    assert cfg["network/model"] == "LV08" and float(cfg[MESSAGE_LATENCY]) >= 0
+    md = (tmp_path / "flowmodel.md").read_text()
+    assert "| leafspine-2rack | ring (" in md and "Fitted on" in md
