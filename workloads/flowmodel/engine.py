@@ -49,12 +49,17 @@ FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
 MESSAGE_LATENCY = "flowmodel/message-latency-s"
 
 
-def sim_config() -> tuple[dict[str, str], str]:
+def sim_config(calibrated: bool = True) -> tuple[dict[str, str], str]:
     """The SimGrid settings and where they came from (the factors file when one exists;
-    PSNET_FLOWMODEL_FACTORS=none: exact max-min whatever is stored)."""
+    PSNET_FLOWMODEL_FACTORS=none: exact max-min whatever is stored).
+
+    `calibrated=False` is exact max-min too: the calibration describes this machine's emulator
+    (its TCP and userspace datapath at emulated rates), not a network at the paper's rates."""
     env = os.environ.get("PSNET_FLOWMODEL_FACTORS")
     path = Path(env or FACTORS_FILE)
     cfg = dict(BASE_CONFIG)
+    if not calibrated:
+        return cfg, "CM02, exact max-min (paper rates: the emulator's calibration does not apply)"
     if env == "none" or not path.is_file():
         return cfg, "CM02, uncalibrated"
     try:

@@ -203,7 +203,7 @@ def run(p: Plan) -> Outcome:
     )
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())
-    cfg, note = sim_config()
+    cfg, note = sim_config(calibrated=not p.paper)
     result = simulate(platform(p.net, routes, p.paper), traffic, cfg)
     bound, cable = busiest_cable(traffic, routes, p.paper)
     return Outcome(p, traffic, result, routes, bound, cable, model_prediction(p), note, t1 - t0)

@@ -75,7 +75,7 @@ def rebind(job: JobRoutes, net: Network) -> JobRoutes:
 def simulate_ps_job(net: Network, job: JobRoutes) -> FlowPoint:
     """One iteration of the job on SimGrid (a spawned process), at the paper's link rates."""
     t0 = time.perf_counter()
-    cfg, note = sim_config()
+    cfg, note = sim_config(calibrated=False)  # the paper's network, not this emulator
     result = simulate(platform(net, job.routes, paper=True), job.traffic, cfg)
     bound, cable = busiest_cable(job.traffic, job.routes, paper=True)
     push, pull = result.phase_s
