@@ -31,11 +31,14 @@ from emulation import doctor
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.hostcmd import run_all
-from emulation.shaping import htb_cmds, offload_cmd, tc_batch
+from emulation.shaping import htb_cmds, offload_cmd, rx_napi_cmds, tc_batch
 from topologies.build import load_network
 from topologies.model import Network
 
 LOG = logging.getLogger(__name__)
+#: hosts receive in NAPI threads of their own, not in ovs-vswitchd's (emulation.shaping.rx_napi_cmds);
+#: PSNET_RX_NAPI=0 turns it off, to compare
+RX_NAPI = os.environ.get("PSNET_RX_NAPI", "1") != "0"
 
 
 def unwind_on_sigterm() -> None:
@@ -183,6 +186,8 @@ class Testbed:
                     ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
                     offload_cmd(intf),
                 ]
+            if RX_NAPI:
+                cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])
             run_all(node, cmds)
 
     def _shape(self) -> None:

@@ -67,3 +67,25 @@ def test_switch_egress_is_shaped_when_flows_share_a_cable(tb):
     nic = next(ln for ln in tb.model.links_between(ps, "t1_1")).mbps
     total = sum(r.achieved_mbps for r in rates)
     assert 0.90 * nic <= total <= 1.0 * nic, (total, nic)
+
+
+def test_hosts_receive_in_napi_threads_of_their_own(tb):
+    """Every host interface has GRO on and a threaded NAPI (a napi/<intf> kernel thread), so the
+    receiving hosts' TCP does not run in ovs-vswitchd's thread (emulation.shaping.rx_napi_cmds);
+    switch-side ends keep GRO off."""
+    import subprocess
+
+    from emulation.hostcmd import run
+
+    threads = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True).stdout
+    for h in tb.model.hosts()[:3]:
+        for ln in tb.model.links_of(h.name):
+            x = ln.intf(h.name)
+            node = tb.host(h.name)
+            assert "generic-receive-offload: on" in run(node, ["ethtool", "-k", x])
+            flag = ["unshare", "-m", "sh", "-c", f"mount -t sysfs sysfs /mnt && cat /mnt/class/net/{x}/threaded"]
+            assert run(node, flag).strip() == "1", x
+            assert f"napi/{x}"[:15] in threads, x  # a kernel thread's name is cut to 15 characters
+            sw = ln.intf(ln.other(h.name))
+            out = subprocess.run(["ethtool", "-k", sw], capture_output=True, text=True, check=True).stdout
+            assert "generic-receive-offload: off" in out

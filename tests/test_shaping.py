@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulation.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, tc_batch
+from emulation.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, rx_napi_cmds, tc_batch
 
 
 def argv(line: str) -> list[str]:
@@ -103,3 +103,11 @@ def test_tc_batch_drops_the_leading_tc_and_skips_other_tools():
     assert lines[5] == "qdisc replace dev b-eth2 parent 5:1 handle 10: pfifo limit 1000"
     assert tc_batch(cmds).endswith("\n")
     assert tc_batch([]) == ""
+
+
+def test_rx_napi_turns_gro_on_and_threads_napi_on_host_ends_only():
+    cmds = rx_napi_cmds(["h1-eth0", "h1-eth1"])
+    assert cmds[:2] == [argv("ethtool -K h1-eth0 gro on"), argv("ethtool -K h1-eth1 gro on")]
+    assert cmds[2][:3] == ["unshare", "-m", "sh"]
+    assert "echo 1 > /mnt/class/net/h1-eth1/threaded" in cmds[2][-1]
+    assert rx_napi_cmds([]) == []
