@@ -120,3 +120,15 @@ def test_flow_problems_on_the_psnet_prototype():
     ]
     shared = [("w1_1_1", "ps1_1"), ("w1_1_2", "ps1_1")]
     assert flow_problems(net, paths, on_tor, shared, rate) == ["ps1_1's NIC on t1_1 carries 2 flows"]
+
+
+def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one():
+    from benchmarks.network import ceiling, ceiling_sentence
+
+    def row(agg: float, flows: int, mean: float, low: float) -> dict:
+        return {"aggregate_mbps": agg, "flows": flows, "wire_mean": mean, "wire_min": low}
+
+    rows = [row(100, 1, 0.99, 0.99), row(600, 6, 0.97, 0.96), row(900, 6, 0.95, 0.94), row(1200, 6, 0.96, 0.96)]
+    assert ceiling(rows) == 600  # 900's slowest flow missed; 1200 holding after it does not count
+    assert "**600 Mbit/s**" in ceiling_sentence(rows)
+    assert ceiling([row(100, 1, 0.90, 0.90)]) is None
