@@ -267,7 +267,8 @@ def host_time_line(ht: dict) -> str:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from workloads.flowmodel.simulate import format_outcome, plan, run
 
-    print(format_outcome(run(plan(args.experiment, args.set, scheme=args.scheme, paper=args.paper))))
+    p = plan(args.experiment, args.set, scheme=args.scheme, paper=args.paper)
+    print(format_outcome(run(p, calibrated=False if args.exact else None)))
     return 0
 
 
@@ -474,6 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
     sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a workloads.schemes name (ring, ...)")
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
+    sm.add_argument("--exact", action="store_true", help="exact max-min, without the emulator's stored calibration")
     sm.set_defaults(func=cmd_simulate)
     rm = _remote_options(
         sub.add_parser(

@@ -115,6 +115,20 @@ def test_simulate_command_prints_simulated_and_model(capsys):
     assert "iteration simulated" in text and "BCT model (network)" in text and "Eq. 7" in text
 
 
+def test_exact_ignores_a_stored_calibration_the_default_applies(capsys, monkeypatch, tmp_path):
+    from testbed.cli import main
+
+    factors = tmp_path / "factors.json"
+    factors.write_text(json.dumps({"network/model": "LV08", "network/bandwidth-factor": "0.5"}))
+    monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(factors))
+    exp = str(EXPERIMENTS / "fattree-vgg16.yaml")
+    assert main(["simulate", exp, "--exact"]) == 0
+    exact = capsys.readouterr().out
+    assert "simulated / model 1.000" in exact and "CM02, exact max-min" in exact
+    assert main(["simulate", exp]) == 0
+    assert "simulated / model 2.000" in capsys.readouterr().out  # every rate halved by the stored factor
+
+
 def test_set_overrides_and_their_errors():
     p = plan(EXPERIMENTS / "psnet-vgg16.yaml", ["worker_mbps=500", "batch_size=2", "compress=2"])
     assert p.net.spec.worker_mbps == 500 and p.job.batch_size == 2 and p.compress == 2

@@ -59,7 +59,7 @@ def sim_config(calibrated: bool = True) -> tuple[dict[str, str], str]:
     path = Path(env or FACTORS_FILE)
     cfg = dict(BASE_CONFIG)
     if not calibrated:
-        return cfg, "CM02, exact max-min (paper rates: the emulator's calibration does not apply)"
+        return cfg, "CM02, exact max-min"
     if env == "none" or not path.is_file():
         return cfg, "CM02, uncalibrated"
     try:

@@ -192,8 +192,10 @@ class Outcome:
     traffic_s: float = 0.0
 
 
-def run(p: Plan) -> Outcome:
-    """Route, simulate, and put the paper's model beside it (where it applies)."""
+def run(p: Plan, calibrated: bool | None = None) -> Outcome:
+    """Route, simulate, and put the paper's model beside it (where it applies). `calibrated`:
+    whether the stored calibration against this emulator applies (default: at emulated rates,
+    not at the paper's; False gives exact max-min)."""
     from controller.tc import initial_circuits
     from workloads.flowmodel.routes import IndexedNetwork
 
@@ -203,7 +205,7 @@ def run(p: Plan) -> Outcome:
     )
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())
-    cfg, note = sim_config(calibrated=not p.paper)
+    cfg, note = sim_config(calibrated=not p.paper if calibrated is None else calibrated)
     result = simulate(platform(p.net, routes, p.paper), traffic, cfg)
     bound, cable = busiest_cable(traffic, routes, p.paper)
     return Outcome(p, traffic, result, routes, bound, cable, model_prediction(p), note, t1 - t0)
