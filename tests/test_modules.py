@@ -154,4 +154,5 @@ def test_bench_bct_takes_the_two_module_gap_apart():
     assert "PS NICs R B_s / W = worker link B_w / P = 25.0 Mbit/s" in text  # 50 Mbit/s emulated: 150/6 = 50/2
     assert "measured 2.30 s = Eq. 6 BCT_max 1.50 s + 0.20 s for the PSs' real byte split + 0.60 s more" in text
     assert "one module at this rate has 0.40 s beyond its own bound, so the second module adds +0.30 s" in text
+    assert "inter-module terms do not bind at any rate here" in text  # 50 Mbit/s per SuperNode flow > 25
     assert format_two_modules([row("psnet-testbed", 2.0, 1.5, 1.6)]) == ""
