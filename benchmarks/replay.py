@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
-from testbed import sweep
+from testbed import fig13, sweep
 from testbed.report import FigureReport, load_report
 
 LOG = logging.getLogger("bench_replay")
@@ -42,7 +42,7 @@ def headlines(rep: FigureReport) -> dict[str, dict]:
             "paper_equivalent": None,
             "mode": None,
         }
-    mode = rep.job.get("host_time") or "scaled"
+    mode = rep.job.get("host_time") or fig13.DEFAULT_MODE
     for cv in rep.ratio_curves:
         if cv.group in out:
             m = next((m for m in cv.measured if m.mode == mode), None)
