@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from emulation.traffic import MOVING, PHASE_S, Window, busy_s, last_moving, moving_s, phases, read_counters, window
+from workloads.experiment import JobSpec
 from workloads.procs import JobRun, Proc, own_lines, proc_state
 from workloads.stall import Stalled, StallWatch
 from workloads.steptime import split_step, step_split
@@ -123,3 +125,42 @@ def test_the_stall_watch_arms_when_workers_are_ready_and_names_what_each_process
     assert msg.startswith("stalled: no step and no link moving bytes for 11 s (limit 10 s); the processes: ")
     assert "ps0 (j ps 0): S (sleeping), 1 threads: " in msg and '; last lines: banner? no | {"event": "ready"}' in msg
     assert "w0 (j worker 0): S (sleeping)" in msg
+
+
+class SleepingHosts:
+    """Hosts (workloads.hosts) whose tasks are real sleeping processes: JobRun's start logic runs
+    as it does on Mininet, without TensorFlow."""
+
+    def __init__(self) -> None:
+        self.started: list[tuple[str, list[str]]] = []
+        self.events: list[str] = []
+
+    def popen(self, host: str, argv: list[str]) -> subprocess.Popen:
+        self.started.append((host, argv))
+        return subprocess.Popen(["sleep", "60"], stdout=subprocess.PIPE, text=True)
+
+    def address(self, host: str) -> str:
+        return f"{host}:2222"
+
+    def log(self, event: str, **fields: object) -> None:
+        self.events.append(event)
+
+
+def test_workers_start_once_when_the_pss_are_ready_together():
+    """Both PSs' ready lines can be read before either event is handled: each handling then sees
+    every PS ready. The workers must still start once (twice, the second set found port 2222 bound
+    in each worker's host and the run failed: 'Could not start gRPC server')."""
+    hosts = SleepingHosts()
+    spec = JobSpec(model="mnist")
+    job = JobRun(hosts, spec, 1.0, ["ps0", "ps1"], ["w0", "w1", "w2"], queue.Queue())  # type: ignore[arg-type]
+    try:
+        job.start()
+        pss = job.current()
+        for p in pss:
+            p.lines.append({"event": "ready"})  # what the reader threads do before queueing the events
+        for p in pss:
+            job.handle(p, {"event": "ready"})
+        workers = [host for host, argv in hosts.started if argv[argv.index("--job") + 1] == "worker"]
+        assert workers == ["w0", "w1", "w2"] and hosts.events == ["job-start"]
+    finally:
+        job.stop()

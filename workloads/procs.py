@@ -190,7 +190,10 @@ class JobRun:
                 f"last lines: {proc.tail()}"
             )
         cur = self.current()
-        if ev == "ready" and proc.job == "ps" and all(p.ready for p in cur if p.job == "ps"):
+        # A PS's ready line reaches `lines` (reader thread) before its event is handled here, so two
+        # PSs ready within milliseconds both see "all ready": start the workers once per attempt.
+        started = any(p.job == "worker" for p in cur)
+        if ev == "ready" and proc.job == "ps" and not started and all(p.ready for p in cur if p.job == "ps"):
             self.hosts.log("job-start", job=self.spec.name, attempt=self.attempt, workers=self.workers, ps=self.ps)
             for i, w in enumerate(self.workers):
                 self._start(w, "worker", i)
