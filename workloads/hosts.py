@@ -16,10 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from emulation.env import clean_env
 from emulation.net import Testbed
+from workloads.inventory import PS_PORT  # every task's port inside its own emulated host
 
 REPO = Path(__file__).resolve().parent.parent
-#: the port every task listens on inside its own emulated host
-PS_PORT = 2222
 
 
 def proc_state(pid: int) -> str:

@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from topologies.model import Network, Role
 from topologies.schema import InputError, SafeName, one_line_error, read_yaml
 
-#: the first task port on a server; a server's second task takes the next one, and so on
+#: the first task port on a server (a second task there takes the next one, and so on); in the
+#: emulation every task has a host of its own and listens on this one (workloads.hosts)
 PS_PORT = 2222
 
 

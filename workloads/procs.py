@@ -25,10 +25,10 @@ from topologies.model import Network
 from workloads.experiment import JobSpec
 from workloads.hosts import Hosts, as_hosts, proc_state
 from workloads.inject import Unrecoverable
+from workloads.inventory import PS_PORT
 
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
-PS_PORT = 2222  # every task's port inside its own emulated host (workloads.hosts)
 LOOPBACK_WORKER = f"127.0.0.1:{PS_PORT}"  # colocate_ps: the worker's address; its PSs take the next ports
 __all__ = ["JobRun", "Proc", "RunError", "failover", "own_lines", "proc_state"]
 
