@@ -123,8 +123,13 @@ def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
     }
 
 
-#: TCP payload of a full segment at MTU 1500 (no options): converts retransmitted segments to bytes
-MSS_BYTES = 1448
+#: bytes of IP and TCP headers with the timestamp option (Linux's default) in a full segment
+TCP_IP_HEADERS = 52
+
+
+def mss_bytes(mtu: int = 1500) -> int:
+    """TCP payload of a full segment at `mtu` (1448 at 1500): converts retransmitted segments to bytes."""
+    return mtu - TCP_IP_HEADERS
 
 
 def tcp_retrans(tb: Testbed, hosts: list[str]) -> int:

@@ -31,7 +31,7 @@ from emulation import doctor
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.hostcmd import run_all
-from emulation.shaping import htb_cmds, offload_cmd, rx_napi_cmds, tc_batch
+from emulation.shaping import htb_cmds, mtu_cmd, offload_cmd, rx_napi_cmds, tc_batch
 from topologies.build import load_network
 from topologies.model import Network
 
@@ -185,6 +185,7 @@ class Testbed:
                     ["ip", "addr", "add", f"{h.ip}/{prefix}", "dev", intf],
                     ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
                     offload_cmd(intf),
+                    mtu_cmd(intf, self.model.spec.mtu),
                 ]
             if RX_NAPI:
                 cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])
@@ -193,13 +194,13 @@ class Testbed:
     def _shape(self) -> None:
         """HTB on both ends of every link: host ends in their namespace, switch ends in root."""
         assert self.mn
-        delay = self.model.spec.delay_ms
+        delay, mtu = self.model.spec.delay_ms, self.model.spec.mtu
         per_host: dict[str, list[list[str]]] = {}
         root_tc: list[list[str]] = []
         root_intfs: list[str] = []
         for ln in self.model.links:
             for end in (ln.a, ln.b):
-                cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay)
+                cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay, mtu=mtu)
                 if self.model.nodes[end].is_host:
                     per_host.setdefault(end, []).extend(cmds)
                 else:
@@ -211,6 +212,7 @@ class Testbed:
         self._tc_batch(root, root_tc)
         for i in range(0, len(root_intfs), 50):
             run_all(root, [offload_cmd(x) for x in root_intfs[i : i + 50]])
+            run_all(root, [mtu_cmd(x, mtu) for x in root_intfs[i : i + 50]])
         # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
         # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)
         # 60 names a line: a shell reads one tty line of at most 4095 characters, and a longer
@@ -321,7 +323,7 @@ class Testbed:
         for ln in links:
             for end in (ln.a, ln.b):
                 node = self.mn.get(end) if self.model.nodes[end].is_host else self.mn.switches[0]
-                run_all(node, [htb_cmds(ln.intf(end), mbps)[1]])  # the class line: rate and ceil
+                run_all(node, [htb_cmds(ln.intf(end), mbps, mtu=self.model.spec.mtu)[1]])  # the class line: rate, ceil
         self.log("rate", a=a, b=b, paper_mbps=paper_mbps, mbps=round(mbps, 3))
         return mbps
 

@@ -2,15 +2,22 @@
 
 HTB with an explicit quantum (one MTU-sized packet) and a burst of one timer tick at the rate, so
 HTB neither warns that its quantum is big nor overshoots at tens of Mbit/s; a pfifo leaf with a
-fixed queue in packets. netem (delay) is optional: this kernel may not have it, so callers ask
-`doctor.has_netem()` first.
+fixed queue in packets (as many bytes at any MTU). netem (delay) is optional: this kernel may not
+have it, so callers ask `doctor.has_netem()` first.
 """
 
 from __future__ import annotations
 
-QUANTUM_BYTES = 1514
-QUEUE_PKTS = 1000
+ETH_HEADER = 14  # bytes HTB counts beyond the IP packet
+QUANTUM_BYTES = 1500 + ETH_HEADER  # at the default MTU
+QUEUE_PKTS = 1000  # at the default MTU: 1.5 MB
 HZ = 250  # kernel timer ticks per second: HTB releases at most about one burst per tick
+
+
+def queue_pkts_for(mtu: int) -> int:
+    """The leaf queue in packets holding the bytes QUEUE_PKTS full frames hold at MTU 1500: jumbo
+    frames with 1000 packets would queue 6x the bytes (seconds of delay at tens of Mbit/s)."""
+    return max(16, QUEUE_PKTS * QUANTUM_BYTES // (mtu + ETH_HEADER))
 
 
 def burst_bytes(mbps: float) -> int:
@@ -18,9 +25,13 @@ def burst_bytes(mbps: float) -> int:
     return max(15000, int(mbps * 1e6 / 8 / HZ))
 
 
-def htb_cmds(intf: str, mbps: float, queue_pkts: int = QUEUE_PKTS, delay_ms: float = 0.0) -> list[list[str]]:
-    """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked)."""
-    b = f"{burst_bytes(mbps)}b"
+def htb_cmds(
+    intf: str, mbps: float, queue_pkts: int | None = None, delay_ms: float = 0.0, mtu: int = 1500
+) -> list[list[str]]:
+    """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked); the
+    quantum is one frame at `mtu`, the queue `queue_pkts` (default: queue_pkts_for(mtu))."""
+    queue_pkts = queue_pkts_for(mtu) if queue_pkts is None else queue_pkts
+    b = f"{max(burst_bytes(mbps), 2 * (mtu + ETH_HEADER))}b"
     rate = f"{mbps:.6g}mbit"
     cmds = [
         ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", "1"],
@@ -44,7 +55,7 @@ def htb_cmds(intf: str, mbps: float, queue_pkts: int = QUEUE_PKTS, delay_ms: flo
             "cburst",
             b,
             "quantum",
-            str(QUANTUM_BYTES),
+            str(mtu + ETH_HEADER),
         ],
     ]
     if delay_ms > 0:
@@ -71,6 +82,11 @@ def htb_cmds(intf: str, mbps: float, queue_pkts: int = QUEUE_PKTS, delay_ms: flo
             ["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "pfifo", "limit", str(queue_pkts)]
         )
     return cmds
+
+
+def mtu_cmd(intf: str, mtu: int) -> list[str]:
+    """Set `intf`'s MTU: both ends of a veth, and every interface of a path, must agree."""
+    return ["ip", "link", "set", intf, "mtu", str(mtu)]
 
 
 def offload_cmd(intf: str) -> list[str]:

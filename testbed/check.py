@@ -3,11 +3,13 @@
 Each row is one claim about the emulated network, the value the model expects, the value
 measured inside the emulation, and PASS/FAIL: intended pairs reachable, paths (and so hop
 counts) as the model and the paper say, a PSNet PS serving each worker through the NIC on the
-worker's current ToR, and shaping of a sample worker->PS flow within 90-100% of configured.
+worker's current ToR, full-MTU packets crossing a worker->PS path unfragmented, and shaping of a
+sample worker->PS flow within 90-100% of configured.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from controller.routing import next_hops
@@ -114,12 +116,26 @@ def check_shaping(tb: Testbed, seconds: float = 3.0) -> list[Row]:
     return rows
 
 
+def check_mtu(tb: Testbed, count: int = 2) -> Row:
+    """Packets of the topology's full MTU, not to be fragmented, cross a worker->PS path: every
+    interface on it (host ends, switch ends, relaying servers) took the `mtu` of the file."""
+    src, dst = tb.model.intended_pairs()[0]
+    mtu = tb.model.spec.mtu
+    ip = tb.model.nodes[dst].ip
+    out = tb.host(src).cmd(f"ping -c {count} -i 0.2 -W 2 -M do -s {mtu - 28} {ip}")  # 20 IP + 8 ICMP bytes
+    got = re.search(r"(\d+) received", out)
+    received = int(got.group(1)) if got else 0
+    return Row("MTU", f"{src}->{dst}", f"{count}/{count} {mtu}-byte packets, unfragmented", f"{received}/{count}",
+               received == count)  # fmt: skip
+
+
 def run_checks(tb: Testbed, iperf_s: float = 3.0) -> list[Row]:
     """All checks of `topo check` on a running testbed."""
     rows = [Row("bring-up", tb.model.name, "< 5 s (prototypes)", f"{tb.timings['bring_up_s']:.2f} s", None)]
     rows.append(check_reachability(tb))
     rows += check_paths(tb, sample_pairs(tb))
     rows += check_ps_nics(tb)
+    rows.append(check_mtu(tb))
     if iperf_s > 0:
         rows += check_shaping(tb, iperf_s)
     return rows

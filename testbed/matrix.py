@@ -37,7 +37,7 @@ from testbed import sweep
 from testbed.figure import REPO, TOPOLOGIES, Figure, Point, rep_dir
 from topologies.build import build_network
 from topologies.model import Network
-from topologies.schema import FIDELITY_BUDGET_MBPS, InputError, SafeName, TopologySpec, one_line_error, read_yaml
+from topologies.schema import InputError, SafeName, TopologySpec, fidelity_budget_mbps, one_line_error, read_yaml
 from workloads.experiment import ExperimentError, JobSpec
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 from workloads.schemes.job import prepare
@@ -201,7 +201,8 @@ def plan(m: MatrixSpec, path: Path, quick: bool = False) -> tuple[Figure, list[C
             fits = m.emulated_mbps * base_scale / spec.scale
             raise MatrixError(
                 f"{path}: emulated_mbps: cell {p.id}: {note}; every cell runs at one rate and gradient size, "
-                f"so lower emulated_mbps to {fits:.3g} or less (the budget is {FIDELITY_BUDGET_MBPS:g} Mbit/s)"
+                f"so lower emulated_mbps to {fits:.3g} or less (the budget is {fidelity_budget_mbps(spec.mtu):g} "
+                f"Mbit/s at MTU {spec.mtu})"
             )
         cells.append(Cell(topo, p.series, p, why, spec, source))
     return fig, cells

@@ -30,12 +30,12 @@ from pathlib import Path
 from testbed.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from testbed.report import write_report
 from topologies.build import build_network
-from topologies.schema import FIDELITY_BUDGET_MBPS, TopologySpec, load_spec, parse_spec
+from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 
 LOG = logging.getLogger(__name__)
-#: emulated switch hops that the ~300 Mbit/s budget was measured over (platform facts)
+#: emulated switch hops that the budget (topologies.spec.FIDELITY_BUDGETS_MBPS) was measured over
 BUDGET_HOPS = 3
 #: an unfaithful repetition is run once more at this many times its scale
 RETRY_SCALE = 2.0
@@ -55,11 +55,11 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     spec = parse_spec(data, f"{path} (figure {fig.figure}, point {point.id})")
     load = offered_load_mbps(spec, {**fig.job, **point.job}.get("scheme", "tf-ps"))
     note = ""
-    if load > FIDELITY_BUDGET_MBPS:
-        factor = load / FIDELITY_BUDGET_MBPS
-        spec = parse_spec({**data, "scale": spec.scale * factor}, str(path))
+    budget = fidelity_budget_mbps(spec.mtu)
+    if load > budget:
+        spec = parse_spec({**data, "scale": spec.scale * load / budget}, str(path))
         note = (
-            f"offered load {load:.0f} Mbit/s x-hop/{BUDGET_HOPS} exceeds the {FIDELITY_BUDGET_MBPS:g} budget: "
+            f"offered load {load:.0f} Mbit/s x-hop/{BUDGET_HOPS} exceeds the {budget:g} budget at MTU {spec.mtu}: "
             f"scale raised to {spec.scale:g}"
         )
         LOG.warning("%s/%s: %s", fig.figure, point.id, note)

@@ -132,3 +132,14 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one():
     assert ceiling(rows) == 600  # 900's slowest flow missed; 1200 holding after it does not count
     assert "**600 Mbit/s**" in ceiling_sentence(rows)
     assert ceiling([row(100, 1, 0.90, 0.90)]) is None
+    jumbo = [r | {"mtu": 9000} for r in (row(1200, 6, 0.99, 0.99), row(1800, 6, 0.97, 0.96))]
+    assert ceiling(rows + jumbo) == 600 and ceiling(rows + jumbo, mtu=9000) == 1800  # each MTU on its own rows
+    lines = ceiling_sentence(rows + jumbo).splitlines()
+    assert lines[0].startswith("MTU 1500: ") and "**600 Mbit/s**" in lines[0] and "budget is 900 Mbit/s" in lines[0]
+    assert lines[1].startswith("MTU 9000: ") and "**1800 Mbit/s** (the highest measured)" in lines[1]
+
+
+def test_the_wire_factor_follows_the_mtu():
+    from benchmarks.network import wire_factor
+
+    assert wire_factor(1500) == pytest.approx(1448 / 1514) and wire_factor(9000) == pytest.approx(8948 / 9014)

@@ -18,10 +18,12 @@ from topologies.kinds.leafspine import LeafSpineSpec
 from topologies.kinds.torus import TorusSpec
 from topologies.schema import (
     EMULATOR_CEILING_MBPS,
+    FIDELITY_BUDGETS_MBPS,
     BCubeSpec,
     FatTreeSpec,
     PSNetSpec,
     TopologyError,
+    fidelity_budget_mbps,
     load_spec,
     parse_spec,
 )
@@ -166,6 +168,8 @@ BAD = {
     "scale 0": ({**PSNET, "scale": 0}, "scale"),
     "negative delay": ({**PSNET, "delay_ms": -1}, "delay_ms"),
     "unknown routing": ({**PSNET, "routing": "balance"}, "routing"),
+    "MTU below IPv6's minimum": ({**PSNET, "mtu": 576}, "mtu"),
+    "MTU above jumbo": ({**FATTREE, "mtu": 9216}, "mtu"),
     "odd k": ({**FATTREE, "k": 5}, "k"),
     "more pods than k": ({**FATTREE, "pods": 5}, "pods"),
     "more workers than ECS ports": ({**PSNET, "ecs_ports": 4}, "workers"),
@@ -348,3 +352,10 @@ def test_each_file_validates_into_its_kinds_own_spec():
         spec = parse_spec(data, "x.yaml")
         assert type(spec) is kinds.get(data["kind"]).spec_class
         assert type(spec) in (PSNetSpec, FatTreeSpec, BCubeSpec, TorusSpec)  # still importable from topologies.schema
+
+
+def test_the_fidelity_budget_follows_the_mtu(tmp_path):
+    assert fidelity_budget_mbps() == fidelity_budget_mbps(1500) == FIDELITY_BUDGETS_MBPS[1500]
+    assert fidelity_budget_mbps(9000) == FIDELITY_BUDGETS_MBPS[9000] > FIDELITY_BUDGETS_MBPS[1500]
+    assert fidelity_budget_mbps(4000) == FIDELITY_BUDGETS_MBPS[1500]  # not measured: the next lower MTU's
+    assert load_spec(write(tmp_path, {**PSNET, "mtu": 9000})).mtu == 9000

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from emulation.shaping import HZ, QUANTUM_BYTES, QUEUE_PKTS, burst_bytes, htb_cmds, offload_cmd, rx_napi_cmds, tc_batch
+from emulation.shaping import (
+    HZ,
+    QUANTUM_BYTES,
+    QUEUE_PKTS,
+    burst_bytes,
+    htb_cmds,
+    mtu_cmd,
+    offload_cmd,
+    queue_pkts_for,
+    rx_napi_cmds,
+    tc_batch,
+)
 
 
 def argv(line: str) -> list[str]:
@@ -111,3 +122,16 @@ def test_rx_napi_turns_gro_on_and_threads_napi_on_host_ends_only():
     assert cmds[2][:3] == ["unshare", "-m", "sh"]
     assert "echo 1 > /mnt/class/net/h1-eth1/threaded" in cmds[2][-1]
     assert rx_napi_cmds([]) == []
+
+
+def test_jumbo_frames_keep_a_frame_quantum_and_the_queue_in_bytes():
+    (_, cls, leaf) = htb_cmds("x-eth1", 12.5, mtu=9000)
+    assert opt(cls, "quantum") == "9014"
+    assert opt(cls, "burst") == "18028b"  # two jumbo frames: one tick at 12.5 Mbit/s (6,250 B) is less than one
+    assert leaf[-2:] == ["limit", str(queue_pkts_for(9000))] and queue_pkts_for(9000) == 167
+    assert 167 * 9014 <= QUEUE_PKTS * QUANTUM_BYTES < 168 * 9014  # the bytes 1000 frames of 1514 hold
+    assert queue_pkts_for(1500) == QUEUE_PKTS
+
+
+def test_mtu_cmd_sets_the_interface_mtu():
+    assert mtu_cmd("w1_1_1-eth1", 9000) == argv("ip link set w1_1_1-eth1 mtu 9000")

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from testbed import cli, figure, sweep
 from testbed.report import overview, write_report
-from topologies.schema import one_line_error
+from topologies.schema import fidelity_budget_mbps, one_line_error
 
 
 @pytest.mark.parametrize("name", figure.figure_names())
@@ -25,7 +25,7 @@ def test_every_figure_point_builds_within_budget(name):
     for p in fig.points:
         spec, _, note = sweep.point_topology(fig, p)
         exp = sweep.point_experiment(fig, p, quick=False)
-        assert sweep.offered_load_mbps(spec, exp.job.scheme) <= 300 * 1.0001, (p.id, note)
+        assert sweep.offered_load_mbps(spec, exp.job.scheme) <= fidelity_budget_mbps(spec.mtu) * 1.0001, (p.id, note)
         assert exp.job.model in ("vgg16", "resnet50", "resnet110", "mnist")  # mnist: HiPS Table 1
         if fig.emulated_mbps:  # every B_w emulated at the same rate: scale = B_w / that rate
             assert spec.worker_mbps / spec.scale == pytest.approx(fig.emulated_mbps)

@@ -21,7 +21,7 @@ from topologies.kinds.fattree import FatTreeSpec
 from topologies.kinds.psnet import PSNetSpec
 from topologies.spec import (
     EMULATOR_CEILING_MBPS,
-    FIDELITY_BUDGET_MBPS,
+    FIDELITY_BUDGETS_MBPS,
     InputError,
     Mbps,
     SafeName,
@@ -29,6 +29,7 @@ from topologies.spec import (
     TopologyError,
     check_finite,
     check_name,
+    fidelity_budget_mbps,
     is_safe_name,
     name_from_path,
     one_line_error,
@@ -37,7 +38,7 @@ from topologies.spec import (
 
 __all__ = [
     "EMULATOR_CEILING_MBPS",
-    "FIDELITY_BUDGET_MBPS",
+    "FIDELITY_BUDGETS_MBPS",
     "BCubeSpec",
     "FatTreeSpec",
     "InputError",
@@ -49,6 +50,7 @@ __all__ = [
     "TopologySpec",
     "check_finite",
     "check_name",
+    "fidelity_budget_mbps",
     "is_safe_name",
     "load_spec",
     "name_from_path",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from controller.channel_client import ChannelError
 from controller.tc import slots
-from emulation.measure import MSS_BYTES, tcp_retrans
+from emulation.measure import mss_bytes, tcp_retrans
 from emulation.net import Testbed
 from topologies.model import Network, Role
 from workloads.recovery import Applied
@@ -159,7 +159,7 @@ class Injector:
     def dropped(self) -> list[dict]:
         """Per applied event: TCP segments retransmitted until the next event (or the end), the
         count expected at the rate seen before the first event (full queues drop some anyway),
-        and the bytes dropped because of the event: the excess over that, x MSS."""
+        and the bytes dropped because of the event: the excess over that, x the MSS at the topology's MTU."""
         out: list[dict] = []
         if len(self.retrans) < 2 or self.t0 is None:
             return out
@@ -169,7 +169,7 @@ class Injector:
         for i, a in enumerate(self.applied):
             segs = self.retrans[i + 1] - self.retrans[i]
             expected = round(rate * (ends[i] - a.t))
-            excess = max(0, segs - expected) * MSS_BYTES
+            excess = max(0, segs - expected) * mss_bytes(self.tb.model.spec.mtu)
             out.append({"retrans_segs": segs, "expected_segs": expected, "dropped_bytes": excess})
         return out
 

@@ -115,6 +115,7 @@ def summarize(
         "error": error,
         "scale": net.spec.scale,
         "routing": net.spec.routing,  # ecmp: the switches hash each connection (C varies per run)
+        "mtu": net.spec.mtu,
         "flows_on_busiest_link": flows,
         "model": spec.model,
         "workers": len(jr.workers),

@@ -246,6 +246,7 @@ def run_scheme_job(
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
         "routing": net.spec.routing,
+        "mtu": net.spec.mtu,
         "flows_on_busiest_link": busiest.as_dict(),
     }
     if timeline.active:
