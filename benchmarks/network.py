@@ -61,20 +61,18 @@ BRINGUP_TARGET_S = 5.0
 FIDELITY_TARGET = 0.95
 #: the shaping figure's two MTUs: the default, and jumbo frames (topology field `mtu`)
 SHAPING_MTUS = (1500, 9000)
-
-
-def wire_factor(mtu: int) -> float:
-    """TCP goodput -> rate on the wire: at MTU 1500 a 1448-byte payload (MSS 1460 less 12 bytes of
-    timestamps) travels in a 1514-byte Ethernet frame, and HTB counts the frame."""
-    return measure.mss_bytes(mtu) / (mtu + ETH_HEADER)
-
-
 STP_CAP_S = 120.0
 REACH_CAP_S = 60.0
 
 CPU_PERIOD_S = 0.5  # sampling period of ovs-vswitchd's CPU and the machine's idle time
 
 SHAPING_BASE = "psnet-testbed"
+
+
+def wire_factor(mtu: int) -> float:
+    """TCP goodput -> rate on the wire: at MTU 1500 a 1448-byte payload (MSS 1460 less 12 bytes of
+    timestamps) travels in a 1514-byte Ethernet frame, and HTB counts the frame."""
+    return measure.mss_bytes(mtu) / (mtu + ETH_HEADER)
 
 
 # --- helpers shared by the figures -------------------------------------------------------------
