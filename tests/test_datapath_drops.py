@@ -103,3 +103,21 @@ def test_every_packet_lost_at_an_egress_is_counted(tb):
     assert port.exact and port.tc_dropped > 0, port
     assert network_lost > 100, (tx1 - tx0, rx1 - rx0)
     assert counted == network_lost, (port, drops.rx_dropped, network_lost)
+
+
+def test_the_send_socket_has_room_for_every_switch_queue_full(tb):
+    """Bring-up gives ovs-vswitchd's send socket room for all of this network's switch-side
+    queues full at once (FatTree r=2 with VGG-16 queued more than 32 MiB and lost packets)."""
+    from emulation.shaping import queue_pkts_for
+
+    ports = sum(not tb.model.nodes[e].is_host for ln in tb.model.links for e in (ln.a, ln.b))
+    sock = datapath.send_socket()
+    assert sock is not None and sock.sndbuf >= datapath.sndbuf_for(ports, queue_pkts_for(1500)), sock
+
+
+def test_the_buffer_counts_every_queued_frame_at_its_mtu():
+    assert datapath.frame_charge_bytes(1500) == 2304  # the ~2.3 kB per 1514-byte frame measured
+    assert datapath.frame_charge_bytes(9000) == 16640  # a 16 KiB allocation per jumbo frame
+    assert datapath.sndbuf_for(2, 1000) == datapath.WANT_SNDBUF  # small networks keep the floor
+    assert datapath.sndbuf_for(54, 1000) == 54 * 1000 * 2304  # psnet-testbed: 119 MiB
+    assert datapath.sndbuf_for(10_000, 1000) == datapath.MAX_SNDBUF
