@@ -155,13 +155,13 @@ def judge(inputs: FidelityInputs) -> Verdict:
             f"(< {LINK_FULL:.0%}): the emulator set the pace"
         )
     drops = inputs.drops
-    sent_drops = drops.silent if drops else 0
+    sent_drops = drops.hidden if drops else 0  # a full queue's batch tails are tail drops in effect
     rx_drops = drops.received_dropped if drops else 0
     retrans = sum(r for r, _ in inputs.retrans.values())
     segs = sum(o for _, o in inputs.retrans.values())
     tcp = f"TCP retransmitted {retrans} of {segs} segments ({retrans / segs:.2%})" if segs else ""
     if drops and (sent_drops or rx_drops):
-        worst = ", ".join(f"{i} {n}" for i, n in drops.worst(3).items())
+        worst = ", ".join(f"{i} {n}" for i, n in drops.worst(3, hidden=True).items())
         reasons.append(
             f"ovs-vswitchd dropped {sent_drops + rx_drops} packets silently "
             f"({sent_drops} on send{f': {worst}' if worst else ''}; {rx_drops} on receive)"
@@ -174,7 +174,12 @@ def judge(inputs: FidelityInputs) -> Verdict:
     if in_phases:
         detail += f", {in_phases}"
     if drops is not None:
-        detail += ", no datapath drops" + (f", {tcp}" if tcp else "")
+        tails = (
+            f" ({drops.batch_tails} packets freed with the rest of a send batch at a full queue: tail drops in effect)"
+            if drops.batch_tails
+            else ""
+        )
+        detail += f", no datapath drops{tails}" + (f", {tcp}" if tcp else "")
     top = dict(sorted(util.items(), key=lambda kv: -kv[1])[:10])
     return Verdict(
         not reasons,

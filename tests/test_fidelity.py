@@ -146,3 +146,28 @@ def test_the_monitor_passes_its_transfer_phases_after_since():
     mon.traffic.windows.extend(Window(200.0 + 0.25 * i, 0.25, u, "x") for i, u in enumerate([0.9, 1.0, 1.0, 0.9]))
     assert mon.verdict(since=150.0).transfer_util == pytest.approx(1.0)
     assert mon.verdict().transfer_phases == 2
+
+
+def test_batch_tails_at_a_full_queue_are_tail_drops_not_datapath_losses():
+    """OVS frees the rest of a send batch when the queue tail-drops one packet (ENOBUFS, no log
+    line): silent drops on a port with tail drops, up to 31 per tail drop, do not make a run
+    unfaithful; silent drops on a port without any, or beyond that bound, do."""
+    from emulation.datapath import SEND_BATCH, Drops, PortLoss
+
+    # Fig. 13 FatTree r=5 VGG-16: 95 silent beside tail drops on the aggregation port into the PSs' edge
+    full = PortLoss("a0_2-eth1", attempted=10_000, sent=9_500, backlog_change=0, tc_dropped=405, exact=True)
+    assert (full.silent, full.batch_tails, full.hidden) == (95, 95, 0)
+    lone = PortLoss("e0_1-eth3", attempted=5_000, sent=4_990, backlog_change=0, tc_dropped=0, exact=True)
+    assert (lone.silent, lone.batch_tails, lone.hidden) == (10, 0, 10)
+    beyond = PortLoss("a0_3-eth1", attempted=1_000, sent=900, backlog_change=0, tc_dropped=2, exact=True)
+    assert (beyond.batch_tails, beyond.hidden) == (2 * (SEND_BATCH - 1), 98 - 62)
+
+    base = dict(ovs_cpu=[0.9] * 10, idle=[0.3] * 10, peak_mbps={"t1_1-eth1": 100.0}, rate_mbps=RATES)
+    v = judge(FidelityInputs(**base, drops=Drops([full])))
+    assert v.faithful and v.datapath_drops == 0, v.reason
+    assert "95 packets freed with the rest of a send batch at a full queue: tail drops in effect" in v.reason
+    v = judge(FidelityInputs(**base, drops=Drops([full, lone])))
+    assert not v.faithful and v.datapath_drops == 10
+    assert "ovs-vswitchd dropped 10 packets silently (10 on send: e0_1-eth3 10; 0 on receive)" in v.reason
+    d = Drops([full, lone]).as_dict()
+    assert (d["silent"], d["batch_tails"], d["hidden"]) == (105, 95, 10)
