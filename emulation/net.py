@@ -229,6 +229,10 @@ class Testbed:
         ports = sum(not self.model.nodes[end].is_host for ln in self.model.links for end in (ln.a, ln.b))
         mtu = self.model.spec.mtu
         want = datapath.sndbuf_for(ports, queue_pkts_for(mtu), mtu)
+        pairs = self.model.intended_pairs()
+        if datapath.send_socket() is None and pairs:  # a fresh daemon makes it on its first send
+            src, dst = pairs[0]
+            self.host(src).cmd(f"ping -c 1 -W 1 {self.model.nodes[dst].ip}")
         try:
             LOG.debug("%s", datapath.ensure_send_buffer(want))
         except OSError as err:  # no pidfd_getfd here: the run goes on, the fidelity monitor counts drops
