@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
@@ -25,6 +27,9 @@ from emulation.hostcmd import CommandError
 from emulation.ssh import SSHError
 from topologies.schema import InputError
 from workloads.runner import RunError
+
+if TYPE_CHECKING:
+    from testbed.report import PointResult
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
@@ -336,16 +341,34 @@ def speedup_table(out: Path) -> str:
     ]
     if not claims:
         return ""
+    points = {p.id: p for p in rep.points}
+    paper_eq = {
+        c.group: m.ratio for c in rep.ratio_curves for m in c.measured if m.mode == rep.job.get("host_time", "scaled")
+    }
     parts = []
     for c in claims:
         ratio = c.values.get("ratio")
+        judged = not c.verdict.startswith("not judged")  # an unfaithful point: no number stands
+        fast_p, slow_p = (points.get(i) for i in c.points)
+        ci = ratio_ci95(ratio, fast_p, slow_p) if ratio and judged else None
+        over = f"{fast_p.ci_n} reps" if fast_p and fast_p.ci_over == "repetitions" else "steps of one run"
         parts.append(
             f"{c.group}: paper {c.values['paper']}x, "
             + (f"measured {ratio:.2f}x" if ratio else "not measured")
-            + (f", {c.verdict}" if c.verdict.startswith("not judged") else "")  # an unfaithful point: no number stands
+            + (f" ± {ci:.2f} (95% CI over {over})" if ci is not None else "")
+            + (f", paper-equivalent {paper_eq[c.group]:.2f}x" if ratio and judged and c.group in paper_eq else "")
+            + ("" if judged else f", {c.verdict}")
         )
     fast, slow = claims[0].series
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
+
+
+def ratio_ci95(ratio: float, fast: PointResult | None, slow: PointResult | None) -> float | None:
+    """Half-width of the speed-up's 95% CI from its two points' own (first order: the relative
+    half-widths add in quadrature); None where a point has no CI."""
+    if not fast or not slow or not fast.ci95_s or not slow.ci95_s or not fast.bct_mean_s or not slow.bct_mean_s:
+        return None
+    return ratio * math.hypot(fast.ci95_s / fast.bct_mean_s, slow.ci95_s / slow.bct_mean_s)
 
 
 def cmd_remote(args: argparse.Namespace) -> int:

@@ -135,8 +135,8 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one():
     jumbo = [r | {"mtu": 9000} for r in (row(1200, 6, 0.99, 0.99), row(1800, 6, 0.97, 0.96))]
     assert ceiling(rows + jumbo) == 600 and ceiling(rows + jumbo, mtu=9000) == 1800  # each MTU on its own rows
     lines = ceiling_sentence(rows + jumbo).splitlines()
-    assert lines[0].startswith("MTU 1500: ") and "**600 Mbit/s**" in lines[0] and "budget is 900 Mbit/s" in lines[0]
-    assert lines[1].startswith("MTU 9000: ") and "**1800 Mbit/s** (the highest measured)" in lines[1]
+    assert lines[0].startswith("- MTU 1500: ") and "**600 Mbit/s**" in lines[0] and "budget is 900 Mbit/s" in lines[0]
+    assert lines[1].startswith("- MTU 9000: ") and "**1800 Mbit/s** (the highest measured)" in lines[1]
 
 
 def test_the_wire_factor_follows_the_mtu():

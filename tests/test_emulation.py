@@ -119,7 +119,7 @@ def test_jumbo_frames_cross_every_switch_at_their_rate(tmp_path):
                 sw = ln.intf(ln.other(h))
                 link = subprocess.run(["ip", "-o", "link", "show", sw], capture_output=True, text=True, check=True)
                 assert " mtu 9000 " in link.stdout, sw
-                tc = subprocess.run(["tc", "class", "show", "dev", sw], capture_output=True, text=True, check=True)
+                tc = subprocess.run(["tc", "-d", "class", "show", "dev", sw], capture_output=True, text=True)
                 assert "quantum 9014" in tc.stdout, tc.stdout
         ping = run(tb.host(w), ["ping", "-c", "2", "-W", "2", "-M", "do", "-s", "8972", tb.model.nodes[ps].ip])
         assert " 0% packet loss" in ping, ping  # 8,972 + 28 bytes of headers = 9,000, not fragmented

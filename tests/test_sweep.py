@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import time
 from pathlib import Path
 
@@ -124,10 +125,21 @@ def test_finished_points_are_kept_and_the_report_is_written(tmp_path):
     rep = report_json(out)
     assert [c["holds"] for c in rep["claims"] if c["group"] == "ResNet50"] == [True, False, True]
     assert all(p["faithful"] is True and p["repetitions"] == 3 for p in rep["points"])
-    # the headline reads the paper's numbers from the one reference file, our ratios from report.json
-    assert cli.speedup_table(out) == (
-        "PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x; ResNet50: paper 1.92x, measured 2.60x"
-    )
+    # the headline reads the paper's numbers from the one reference file, our ratios from report.json,
+    # each with its 95% CI: the two points' relative half-widths in quadrature
+    ci = {
+        g: 2.82
+        * math.hypot(
+            float(rows[f"psnet-{g}"]["bct_ci95_s"]) / float(rows[f"psnet-{g}"]["bct_mean_s"]),
+            float(rows[f"fattree-r1-{g}"]["bct_ci95_s"]) / float(rows[f"fattree-r1-{g}"]["bct_mean_s"]),
+        )
+        for g in ("vgg16",)
+    }
+    line = cli.speedup_table(out)
+    assert line.startswith(
+        f"PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x ± {ci['vgg16']:.2f} (95% CI over 3 reps); "
+        "ResNet50: paper 1.92x, measured 2.60x ± "
+    ), line
 
 
 def report_json(out: Path) -> dict:
@@ -265,10 +277,15 @@ def test_the_headline_says_not_judged_when_a_point_is_not_faithful(tmp_path):
     out = tmp_path / "fig13"
     seed_results(out, fig, FIG13, unfaithful=("psnet-resnet50",))
     write_report(fig, out, fig.points, 1, {})
-    assert cli.speedup_table(out) == (
-        "PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x; ResNet50: paper 1.92x, measured "
-        "2.60x, not judged (point not faithful: psnet-resnet50: ovs at 99%)"
-    )
+    line = cli.speedup_table(out)
+    assert (
+        line.startswith("PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured 2.82x ± ")
+        and (
+            "(95% CI over steps of one run); ResNet50: paper 1.92x, measured 2.60x, not judged (point not faithful: "
+            "psnet-resnet50: ovs at 99%)"
+        )
+        in line
+    ), line
     claims = report_json(out)["claims"]
     assert all(c["holds"] is None for c in claims if c["group"] == "ResNet50" and c["type"] == "faster_than")
 

@@ -30,7 +30,7 @@ EMULATOR_CEILING_MBPS = 1000.0
 #: `scripts/bench_network.sh --only shaping` (6 flows through ECS and ToR). ovs-vswitchd's one
 #: thread pays per packet, so jumbo frames (~6x fewer packets per byte) carry more. The fidelity
 #: monitor measures every run; this only warns and raises a figure point's scale.
-FIDELITY_BUDGETS_MBPS = {1500: 900.0, 9000: 1800.0}
+FIDELITY_BUDGETS_MBPS = {1500: 900.0, 9000: 1200.0}
 DEFAULT_MTU = 1500
 
 
