@@ -16,7 +16,7 @@ from functools import cache
 
 from emulation import datapath
 from emulation.sampler import ovs_process
-from topologies.schema import TopologySpec
+from topologies.schema import TopologySpec, fidelity_budget_mbps
 
 SETUP = "run `sudo scripts/setup.sh`"
 OVS_START = "/usr/share/openvswitch/scripts/ovs-ctl --system-id=random --no-monitor start"
@@ -112,7 +112,8 @@ def checks() -> list[Check]:
                 "kernel module loaded"
                 if kmod
                 else "no openvswitch kernel module: the userspace datapath is used (one busy thread; "
-                "keep aggregate load under ~300 Mbit/s)",
+                f"keep aggregate load within {fidelity_budget_mbps(1500):g} Mbit/s, "
+                f"{fidelity_budget_mbps(9000):g} with mtu: 9000)",
                 blocking=False,
             )
         )
