@@ -19,36 +19,12 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
-from testbed import fig13, sweep
-from testbed.report import FigureReport, load_report
+from testbed import sweep
+from testbed.report import headlines, load_report
 
 LOG = logging.getLogger("bench_replay")
 FIGURE = "fig13"
 GOAL = 0.05  # the two headlines within 5% of each other
-
-
-def headlines(rep: FigureReport) -> dict[str, dict]:
-    """Per group: the paper's speed-up, the claim's measured one (as run) and the paper-equivalent
-    ratio of the same host-time mode the claim uses (the figure's own runs, not `compare` ones)."""
-    out: dict[str, dict] = {}
-    for c in rep.claims:
-        if c.type != "faster_than" or c.compares_paper or c.values.get("paper") is None:
-            continue
-        out[c.group] = {
-            "paper": c.values["paper"],
-            "measured": c.values.get("ratio"),
-            "verdict": c.verdict,
-            "series": c.series,
-            "paper_equivalent": None,
-            "mode": None,
-        }
-    mode = rep.job.get("host_time") or fig13.DEFAULT_MODE
-    for cv in rep.ratio_curves:
-        if cv.group in out:
-            m = next((m for m in cv.measured if m.mode == mode), None)
-            if m:
-                out[cv.group] |= {"paper_equivalent": m.ratio, "mode": m.mode}
-    return out
 
 
 def difference(a: float | None, b: float | None) -> float | None:

@@ -331,35 +331,28 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
-    from testbed.report import load_report
+    from testbed.report import headlines, load_report
 
     rep = load_report(out)
-    claims = [
-        c
-        for c in (rep.claims if rep else [])
-        if c.type == "faster_than" and not c.compares_paper and c.values.get("paper") is not None
-    ]
-    if not claims:
+    heads = headlines(rep) if rep else {}
+    if not heads:
         return ""
     points = {p.id: p for p in rep.points}
-    paper_eq = {
-        c.group: m.ratio for c in rep.ratio_curves for m in c.measured if m.mode == rep.job.get("host_time", "scaled")
-    }
     parts = []
-    for c in claims:
-        ratio = c.values.get("ratio")
-        judged = not c.verdict.startswith("not judged")  # an unfaithful point: no number stands
-        fast_p, slow_p = (points.get(i) for i in c.points)
+    for group, h in heads.items():
+        ratio, peq = h["measured"], h["paper_equivalent"]
+        judged = not h["verdict"].startswith("not judged")  # an unfaithful point: no number stands
+        fast_p, slow_p = (points.get(i) for i in h["points"])
         ci = ratio_ci95(ratio, fast_p, slow_p) if ratio and judged else None
         over = f"{fast_p.ci_n} reps" if fast_p and fast_p.ci_over == "repetitions" else "steps of one run"
         parts.append(
-            f"{c.group}: paper {c.values['paper']}x, "
+            f"{group}: paper {h['paper']}x, "
             + (f"measured {ratio:.2f}x" if ratio else "not measured")
             + (f" ± {ci:.2f} (95% CI over {over})" if ci is not None else "")
-            + (f", paper-equivalent {paper_eq[c.group]:.2f}x" if ratio and judged and c.group in paper_eq else "")
-            + ("" if judged else f", {c.verdict}")
+            + (f", paper-equivalent {peq:.2f}x" if ratio and judged and peq is not None else "")
+            + ("" if judged else f", {h['verdict']}")
         )
-    fast, slow = claims[0].series
+    fast, slow = next(iter(heads.values()))["series"]
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
 
 

@@ -217,6 +217,32 @@ def load_report(out: Path) -> FigureReport | None:
         return None
 
 
+def headlines(rep: FigureReport) -> dict[str, dict]:
+    """Per group: the paper's speed-up, the claim's measured one (as run), its two points and the
+    paper-equivalent ratio of the same host-time mode the claim uses (the figure's own runs, not
+    `compare` ones). What `testbed replay` prints last and bench_replay compares."""
+    out: dict[str, dict] = {}
+    for c in rep.claims:
+        if c.type != "faster_than" or c.compares_paper or c.values.get("paper") is None:
+            continue
+        out[c.group] = {
+            "paper": c.values["paper"],
+            "measured": c.values.get("ratio"),
+            "verdict": c.verdict,
+            "series": c.series,
+            "points": c.points,
+            "paper_equivalent": None,
+            "mode": None,
+        }
+    mode = rep.job.get("host_time") or fig13.DEFAULT_MODE
+    for cv in rep.ratio_curves:
+        if cv.group in out:
+            m = next((m for m in cv.measured if m.mode == mode), None)
+            if m:
+                out[cv.group] |= {"paper_equivalent": m.ratio, "mode": m.mode}
+    return out
+
+
 # --- outputs --------------------------------------------------------------------------------------
 CSV_FIELDS = {
     "point": "id",
