@@ -52,6 +52,7 @@ from emulation.shaping import ETH_HEADER, offload_cmd
 from topologies.build import load_network
 from topologies.model import Network
 from topologies.schema import fidelity_budget_mbps
+from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)
 TOP = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (S
 BRINGUP_TARGET_S = 5.0
 FIDELITY_TARGET = 0.95
 #: the shaping figure's two MTUs: the default, and jumbo frames (topology field `mtu`)
-SHAPING_MTUS = (1500, 9000)
+SHAPING_MTUS = (DEFAULT_MTU, 9000)
 STP_CAP_S = 120.0
 REACH_CAP_S = 60.0
 
@@ -207,7 +208,7 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
 
 
 # --- 3. shaping fidelity -----------------------------------------------------------------------
-def shaping_topology(mbps: float, folder: Path, mtu: int = 1500) -> Path:
+def shaping_topology(mbps: float, folder: Path, mtu: int = DEFAULT_MTU) -> Path:
     """The PSNet prototype file with every rate scaled so that workers run at `mbps` (scale 1)."""
     data = yaml.safe_load((TOP / "topologies" / f"{SHAPING_BASE}.yaml").read_text())
     data |= {"name": f"{SHAPING_BASE}-{mbps:g}mbps-mtu{mtu}", "worker_mbps": mbps, "scale": 1, "mtu": mtu}
@@ -250,7 +251,9 @@ def cpu_means(samples: list[Sample], skip_s: float) -> tuple[float | None, float
     return (statistics.mean(ovs) if ovs else None), (statistics.mean(idle) if idle else None)
 
 
-def shaping_figure(rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int = 1500) -> list[dict]:
+def shaping_figure(
+    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int = DEFAULT_MTU
+) -> list[dict]:
     """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU."""
     out = []
     with tempfile.TemporaryDirectory(prefix="psnet-bench-") as tmp:
@@ -383,7 +386,7 @@ def format_tables(res: dict) -> str:
     if res.get("shaping"):
         rows = []
         for r in res["shaping"]:
-            mtu = r.get("mtu", 1500)  # results written before the MTU column
+            mtu = row_mtu(r)
             budget = fidelity_budget_mbps(mtu)
             within = r["aggregate_mbps"] <= budget
             rows.append(
@@ -427,13 +430,18 @@ def format_tables(res: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def ceiling(rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = 1500) -> float | None:
+def row_mtu(row: dict) -> int:
+    """A shaping row's MTU (rows written before the MTU column ran at the default)."""
+    return row.get("mtu", DEFAULT_MTU)
+
+
+def ceiling(rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = DEFAULT_MTU) -> float | None:
     """The highest aggregate (Mbit/s) at which the wire rate held `target` of the configured one at
     `mtu`, mean and min over the flows, with every lower aggregate holding it too (None: not even
     the lowest). A higher aggregate that holds after a lower one failed does not count: the ceiling
     is where fidelity can be relied on, not where it happened once."""
     best = None
-    rows = [r for r in rows if r.get("mtu", 1500) == mtu]
+    rows = [r for r in rows if row_mtu(r) == mtu]
     for r in sorted(rows, key=lambda r: (r["aggregate_mbps"], r["flows"])):
         if min(r["wire_mean"], r["wire_min"]) < target:
             break
@@ -444,7 +452,7 @@ def ceiling(rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = 1500) 
 def ceiling_sentence(rows: list[dict]) -> str:
     """One line per MTU measured: the ceiling beside the schema's budget for that MTU."""
     lines = []
-    for mtu in sorted({r.get("mtu", 1500) for r in rows}):
+    for mtu in sorted({row_mtu(r) for r in rows}):
         top, budget = ceiling(rows, mtu=mtu), fidelity_budget_mbps(mtu)
         if top is None:
             lines.append(
@@ -452,7 +460,7 @@ def ceiling_sentence(rows: list[dict]) -> str:
                 f"aggregate (the schema's budget is {budget:g} Mbit/s)."
             )
             continue
-        measured = max(r["aggregate_mbps"] for r in rows if r.get("mtu", 1500) == mtu)
+        measured = max(r["aggregate_mbps"] for r in rows if row_mtu(r) == mtu)
         top_note = " (the highest measured)" if top == measured else ""
         lines.append(
             f"- MTU {mtu}: highest aggregate at which every flow's wire rate held >= {FIDELITY_TARGET:.0%} of the "

@@ -10,8 +10,9 @@ without a log line: those batch tails met a full queue and are tail drops in eff
 verdict (emulation.fidelity) counts against a run only the silent drops that no tail drop on the
 same port explains (`PortLoss.hidden`: at most SEND_BATCH - 1 tails per counted tail drop; Fig.
 13's FatTree r=2 and r=5 VGG-16 points lost 168-347 so, on the aggregation ports into the PSs'
-edge switch, beside 1,350 tc tail drops). TCP repairs both, so the only symptom is
-retransmissions and lost throughput.
+edge switch: 198 of them beside 1,350 tc tail drops on one r=5 run, and they stayed with a
+90 MiB send buffer). TCP repairs both, so the only symptom is retransmissions and lost
+throughput.
 
 Which count is exact (measured on OVS 3.1.0 here, 2- and 6-flow runs through two switch-side
 HTB queues; OVS's own code checked in lib/netdev-linux.c, lib/netdev.c, lib/dpif-netdev.c):
@@ -56,6 +57,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulation.shaping import ETH_HEADER
+from topologies.spec import DEFAULT_MTU
+
 LOG = logging.getLogger(__name__)
 
 #: the send buffer the datapath's socket should have: room for about 14 full switch-side
@@ -72,16 +76,17 @@ MAX_SNDBUF = 1 << 30
 SKB_OVERHEAD = 384
 
 
-def frame_charge_bytes(mtu: int = 1500) -> int:
+def frame_charge_bytes(mtu: int = DEFAULT_MTU) -> int:
     """Bytes a queued frame of `mtu` costs the socket's buffer: its data rounded up to the
     allocator's power of two, plus the sk_buff (2,304 at 1500, the ~2.3 kB measured)."""
-    return (1 << (mtu + 14 + SKB_OVERHEAD - 1).bit_length()) + 256
+    return (1 << (mtu + ETH_HEADER + SKB_OVERHEAD - 1).bit_length()) + 256
 
 
-def sndbuf_for(queues: int, queue_pkts: int, mtu: int = 1500) -> int:
+def sndbuf_for(queues: int, queue_pkts: int, mtu: int = DEFAULT_MTU) -> int:
     """A send buffer with room for `queues` switch-side queues all full at once (at least
     WANT_SNDBUF, at most MAX_SNDBUF): the socket can then never be what drops a packet. 32 MiB
-    held ~14 full queues; FatTree r=2 with VGG-16 queued more and lost 168 packets silently."""
+    holds ~14 full queues at MTU 1500, fewer than many networks here have (a precaution: the
+    silent drops Fig. 13's FatTree points showed were batch tails, PortLoss.batch_tails)."""
     return max(WANT_SNDBUF, min(MAX_SNDBUF, queues * queue_pkts * frame_charge_bytes(mtu)))
 
 

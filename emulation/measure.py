@@ -19,6 +19,7 @@ from controller.routing import path_links, path_nodes, taken_path
 from emulation.hostcmd import run
 from emulation.net import Testbed
 from topologies.model import Network
+from topologies.spec import DEFAULT_MTU
 
 _FLOW_RE = re.compile(r"n_packets=(\d+).*?priority=(\d+)(?:,(\S*))? actions=(\S+)")
 
@@ -127,7 +128,7 @@ def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
 TCP_IP_HEADERS = 52
 
 
-def mss_bytes(mtu: int = 1500) -> int:
+def mss_bytes(mtu: int = DEFAULT_MTU) -> int:
     """TCP payload of a full segment at `mtu` (1448 at 1500): converts retransmitted segments to bytes."""
     return mtu - TCP_IP_HEADERS
 

@@ -8,8 +8,10 @@ have it, so callers ask `doctor.has_netem()` first.
 
 from __future__ import annotations
 
+from topologies.spec import DEFAULT_MTU
+
 ETH_HEADER = 14  # bytes HTB counts beyond the IP packet
-QUANTUM_BYTES = 1500 + ETH_HEADER  # at the default MTU
+QUANTUM_BYTES = DEFAULT_MTU + ETH_HEADER
 QUEUE_PKTS = 1000  # at the default MTU: 1.5 MB
 HZ = 250  # kernel timer ticks per second: HTB releases at most about one burst per tick
 
@@ -26,7 +28,7 @@ def burst_bytes(mbps: float) -> int:
 
 
 def htb_cmds(
-    intf: str, mbps: float, queue_pkts: int | None = None, delay_ms: float = 0.0, mtu: int = 1500
+    intf: str, mbps: float, queue_pkts: int | None = None, delay_ms: float = 0.0, mtu: int = DEFAULT_MTU
 ) -> list[list[str]]:
     """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked); the
     quantum is one frame at `mtu`, the queue `queue_pkts` (default: queue_pkts_for(mtu))."""
