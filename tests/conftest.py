@@ -7,12 +7,20 @@ Shared fixtures (pytest finds them by name; never import this module): `bridges`
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+# A suite started in the background of a non-interactive shell (`scripts/test.sh &`, as some CI
+# runners do) inherits SIGINT ignored, and so would every `testbed` process a test starts: the
+# Ctrl-C tests (test_remote, test_hardware) would see their SIGINT dropped and the run go on. A
+# Python handler here is reset to the default at exec, so the children get SIGINT as a terminal's
+# Ctrl-C delivers it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _emulation_problems() -> list[str]:
