@@ -53,13 +53,11 @@ from benchmarks.bct_measure import (
     read_events,
     startup,
 )
-from benchmarks.common import fmt, lock_wait_s, maximum, md_table, median, meta, setup_logging
-from emulation.net import unwind_on_sigterm
+from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, maximum, md_table, median, meta
 from topologies.schema import load_spec
 from workloads.runner import RunResult, run_experiment
 
 LOG = logging.getLogger(__name__)
-TOP = Path(__file__).resolve().parent.parent
 
 PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
 #: two adjacent PSNet modules (Eq. 6): the same W = 6, P = 2, R = 3 as psnet-testbed, so Eq. 6's
@@ -396,24 +394,19 @@ def format_two_modules(rows: list[dict]) -> str:
 
 # --- entry point -------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_bct", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="reduced run: every topology at 50 Mbit/s only")
-    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p = bench_parser("bench_bct", __doc__, "reduced run: every topology at 50 Mbit/s only")
     p.add_argument("--topology", choices=TOPOLOGIES, action="append", help="run only these topologies")
     p.add_argument("--rates", type=float, nargs="+", help="emulated worker rates in Mbit/s (default 25 50 100)")
     p.add_argument("--width", type=float, default=WIDTH, help=f"VGG-16 width multiplier (default {WIDTH})")
     p.add_argument("--iterations", type=int, default=ITERATIONS, help=f"measured steps (default {ITERATIONS})")
     p.add_argument("--warmup", type=int, default=WARMUP, help=f"warm-up steps (default {WARMUP})")
     p.add_argument("--placement", choices=["balanced", "round-robin"], default=PLACEMENT, help="variable placement")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.verbose)
-    unwind_on_sigterm()
-    out_dir = Path(args.out).resolve()
+    out_dir = begin(args)
     runs_dir = out_dir / "bct-runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     topologies = args.topology or list(TOPOLOGIES)

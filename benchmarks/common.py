@@ -19,12 +19,35 @@ from pathlib import Path
 
 import psutil
 
+from emulation.net import unwind_on_sigterm
+
 TOP = Path(__file__).resolve().parent.parent
 
 
 def lock_wait_s() -> float:
     """PSNET_LOCK_WAIT_S: how long to queue for the emulator lock (0 = fail at once if busy)."""
     return float(os.environ.get("PSNET_LOCK_WAIT_S", "0"))
+
+
+def bench_parser(prog: str, doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """The options every benchmark has: --quick (its reduced run; `quick` says what it is), --out
+    and -v; the benchmark adds its own."""
+    p = argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help=quick)
+    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def begin(args: argparse.Namespace) -> Path:
+    """What every benchmark's main() does first: log lines on, SIGTERM unwinds a testbed in flight
+    as Ctrl-C does (the default action would leave bridges and shells behind), the output folder
+    made; returns it (absolute)."""
+    setup_logging(args.verbose)
+    unwind_on_sigterm()
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
 
 
 def setup_logging(verbose: bool) -> None:

@@ -35,12 +35,10 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import fmt, lock_wait_s, md_table, meta, setup_logging
-from emulation.net import unwind_on_sigterm
+from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, md_table, meta
 from workloads.runner import RunError, run_experiment
 
 LOG = logging.getLogger(__name__)
-TOP = Path(__file__).resolve().parent.parent
 #: ECS dark periods: none, an ECS's micro-seconds, and milli-seconds as optical circuit switches
 #: (100 ms: a MEMS optical switch, where the cost starts to show)
 DARK_MS = (0.0, 0.01, 1.0, 10.0, 100.0)
@@ -153,21 +151,16 @@ def format_tables(rows: list[dict]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_failures", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help=f"reduced run: dark 0 only, an event every {QUICK_GAP} steps")
-    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p = bench_parser("bench_failures", __doc__, f"reduced run: dark 0 only, an event every {QUICK_GAP} steps")
     p.add_argument("--dark-ms", type=float, nargs="+", help="PSNet dark periods (default 0 0.01 1 10 100)")
     p.add_argument("--gap", type=int, help=f"steps between events (default {GAP})")
     p.add_argument("--topology", choices=["psnet", "fattree"], action="append", help="run only these")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.verbose)
-    unwind_on_sigterm()
-    out_dir = Path(args.out).resolve()
+    out_dir = begin(args)
     runs = out_dir / "failures-runs"
     runs.mkdir(parents=True, exist_ok=True)
     gap = args.gap or (QUICK_GAP if args.quick else GAP)

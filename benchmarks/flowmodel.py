@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
+from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
 
 LOG = logging.getLogger("bench.flowmodel")
 SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat", "hips")
@@ -248,24 +248,19 @@ def format_tables(res: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_flowmodel", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="one topology, mesh and ring, one small size (~2 min)")
+    p = bench_parser("bench_flowmodel", __doc__, "one topology, mesh and ring, one small size (~2 min)")
     p.add_argument("--topologies", nargs="+", help="topology file names (default: every shipped one)")
     p.add_argument("--sizes", type=float, nargs="+", help=f"busiest-cable seconds per point (default {SIZES_S})")
     p.add_argument("--emulated", help="reuse the emulated points of an earlier flowmodel.json (no emulation)")
-    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
     p.add_argument(
         "--factors", help=f"factors file to write (default {FACTORS}; --quick: OUT/flowmodel-factors-quick.json)"
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.verbose)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = begin(args)
     if args.quick:
         files, schemes, sizes, iterations = QUICK["topologies"], QUICK["schemes"], QUICK["sizes"], QUICK["iterations"]
     else:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import fmt, lock_wait_s, md_table, median, meta, setup_logging, write_results
+from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, md_table, median, meta, write_results
 from benchmarks.reconfig import (
     RECONFIG_OTHER_TOR,
     RECONFIG_PS,
@@ -46,7 +46,7 @@ from benchmarks.reconfig import (
 from emulation import datapath, measure
 from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
-from emulation.net import Testbed, unwind_on_sigterm
+from emulation.net import Testbed
 from emulation.sampler import Sample, Sampler
 from emulation.shaping import ETH_HEADER, offload_cmd
 from topologies.build import load_network
@@ -55,7 +55,6 @@ from topologies.schema import fidelity_budget_mbps
 from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)
-TOP = Path(__file__).resolve().parent.parent
 
 PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
 BRINGUP_TARGET_S = 5.0
@@ -472,21 +471,15 @@ def ceiling_sentence(rows: list[dict]) -> str:
 
 # --- entry point -------------------------------------------------------------------------------
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_network", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="reduced run (< 2 min): prototypes only, no STP, fewer reps")
-    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p = bench_parser("bench_network", __doc__, "reduced run (< 2 min): prototypes only, no STP, fewer reps")
     p.add_argument("--only", choices=["bringup", "reconfig", "shaping"], action="append", help="run only these figures")
     p.add_argument("--no-stp", action="store_true", help="skip the standalone-STP FatTree comparison")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.verbose)
-    unwind_on_sigterm()  # a killed benchmark takes its network down, as Ctrl-C does
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = begin(args)
     figures = set(args.only or ["bringup", "reconfig", "shaping"])
     if args.quick:
         files = [TOP / "topologies" / f"{n}.yaml" for n in PROTOTYPES]

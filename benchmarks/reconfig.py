@@ -16,12 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import maximum, median
+from benchmarks.common import TOP, maximum, median
 from emulation import measure
 from emulation.net import Testbed
 
 LOG = logging.getLogger(__name__)
-TOP = Path(__file__).resolve().parent.parent
 
 RECONFIG_TARGET_MS = 100.0
 RECONFIG_TOPOLOGY = "psnet-testbed"

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import TOP, fmt, md_table, meta, setup_logging, write_results
+from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
 
 LOG = logging.getLogger("bench.schemes")
 SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat")
@@ -289,19 +289,14 @@ def format_tables(res: dict) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench_schemes", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="reduced run (~2 min): one topology, ring and RAT, no MPI")
-    p.add_argument("--out", default=str(TOP / "results" / "bench"), help="output folder (default results/bench)")
+    p = bench_parser("bench_schemes", __doc__, "reduced run (~2 min): one topology, ring and RAT, no MPI")
     p.add_argument("--only", choices=["expected", "overhead", "mpi", "largest", "hips"], action="append")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    setup_logging(args.verbose)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = begin(args)
     if args.quick:
         figures = set(args.only or ["expected", "overhead"])
         files, schemes, iterations, sizes = {"leafspine-2rack.yaml": 4.0}, ("ring", "rat"), 2, [4]

@@ -97,6 +97,8 @@ class FidelityInputs:
     retrans: Mapping[str, Sequence[int]] = field(default_factory=dict)  # host -> [retransmitted, sent]
     send_buffer: int | None = None  # bytes of ovs-vswitchd's send socket at the end
     phases: Sequence[Phase] | None = None  # the transfer phases (None: not sampled; the peak rule judges)
+    #: every task of the job shares one host (colocate_ps): its traffic never crosses an emulated link
+    loopback_only: bool = False
 
     @classmethod
     def from_samples(
@@ -125,7 +127,8 @@ def judge(inputs: FidelityInputs) -> Verdict:
     """Faithful unless the machine was starved (ovs-vswitchd p95 over OVS_CPU_LIMIT of a core, or
     idle p5 under IDLE_LIMIT) while the links did not carry their rate: with transfer phases,
     their bottleneck utilisation under PHASE_FULL (the busiest window alone does not decide);
-    without, the busiest link's busiest window under LINK_FULL."""
+    without, the busiest link's busiest window under LINK_FULL. A job on one host's loopback
+    (`loopback_only`) is judged on datapath drops alone: no emulated link carried it."""
     cpu = sorted(inputs.ovs_cpu) or [0.0]
     idle = sorted(inputs.idle) or [1.0]
     ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
@@ -147,6 +150,8 @@ def judge(inputs: FidelityInputs) -> Verdict:
         else ""
     )
     reasons = []
+    if inputs.loopback_only:  # no emulated link can have set the pace: a busy CPU is the job's own
+        starved = []
     if starved and phase_util is not None and phase_util < PHASE_FULL:
         reasons.append(f"{' and '.join(starved)} while {in_phases} (< {PHASE_FULL:.0%}): the emulator set the pace")
     elif starved and phase_util is None and peak_util < LINK_FULL:
@@ -173,6 +178,8 @@ def judge(inputs: FidelityInputs) -> Verdict:
     )
     if in_phases:
         detail += f", {in_phases}"
+    if inputs.loopback_only:
+        detail = "colocate_ps: worker and PS talk over one host's loopback, no emulated link paces them; " + detail
     if drops is not None:
         tails = (
             f" ({drops.batch_tails} packets freed with the rest of a send batch at a full queue: tail drops in effect)"
@@ -269,15 +276,17 @@ class Monitor:
             if o > o0:
                 self.retrans[h] = [r - r0, o - o0]
 
-    def stop(self, since: float | None = None) -> Verdict:
-        """End sampling; judge the windows after `since` (unix time), e.g. the first measured step."""
+    def stop(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
+        """End sampling; judge the windows after `since` (unix time), e.g. the first measured step;
+        `loopback_only`: the job never crossed an emulated link (FidelityInputs.loopback_only)."""
         self.sampler.stop()
         self.traffic.stop()
         self._count_drops()
-        return self.verdict(since)
+        return self.verdict(since, loopback_only)
 
-    def verdict(self, since: float | None = None) -> Verdict:
+    def verdict(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
         counted = {"drops": self.drops, "retrans": self.retrans, "send_buffer": self.send_buffer}
+        counted["loopback_only"] = loopback_only
         windows = [w for w in self.windows if since is None or w.t >= since] or self.windows
         counted["phases"] = phases(windows) if windows else None
         return judge(FidelityInputs.from_samples(after(self.samples, since), self.intfs, **counted))

@@ -19,6 +19,7 @@ A window *moves bytes* when its bottleneck utilisation reaches `MOVING` of a lin
 
 from __future__ import annotations
 
+import csv
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +57,8 @@ class Window:
     dt_s: float
     util: float  # the most any link carried, as a share of its rate (one direction)
     link: str = ""  # that link's interface
+    #: every link that moved bytes in the window (util >= MOVING), busiest first: (interface, util)
+    links: tuple[tuple[str, float], ...] = ()
 
     @property
     def t0(self) -> float:
@@ -68,14 +71,14 @@ class Window:
 
 def window(t: float, dt_s: float, moved: Mapping[str, tuple[int, int]], rate_mbps: Mapping[str, float]) -> Window:
     """A window from the bytes each interface moved in it ((rx, tx) deltas) and their rates."""
-    best, link = 0.0, ""
+    utils = []
     for intf, (rx, tx) in moved.items():
         rate = rate_mbps.get(intf, 0.0)
         if rate > 0 and dt_s > 0:
-            u = max(rx, tx) * 8 / dt_s / 1e6 / rate
-            if u > best:
-                best, link = u, intf
-    return Window(t, dt_s, best, link)
+            utils.append((intf, max(rx, tx) * 8 / dt_s / 1e6 / rate))
+    utils.sort(key=lambda iu: -iu[1])
+    best, link = (utils[0][1], utils[0][0]) if utils else (0.0, "")
+    return Window(t, dt_s, best, link, tuple((i, u) for i, u in utils if u >= MOVING))
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,11 @@ class Phase:
 
     @property
     def util(self) -> float:
-        """Mean bottleneck utilisation over the interior windows (all windows if too short)."""
+        """Mean bottleneck utilisation over the interior windows (all windows if too short), each
+        window at most 1: one that read over its link's rate took bytes the window before it left
+        at a counter read, so its excess is sampling, not a faster link (as in busy_s)."""
         ws = self.interior or self.windows
-        return sum(w.util * w.dt_s for w in ws) / sum(w.dt_s for w in ws)
+        return sum(min(1.0, w.util) * w.dt_s for w in ws) / sum(w.dt_s for w in ws)
 
 
 def phases(windows: Sequence[Window]) -> list[Phase]:
@@ -140,9 +145,51 @@ def busy_s(windows: Sequence[Window], t0: float, t1: float) -> float:
     return sum(min(1.0, w.util) * max(0.0, min(w.t, t1) - max(w.t0, t0)) for w in windows if w.moving)
 
 
+def link_busy_s(windows: Sequence[Window], t0: float, t1: float) -> float:
+    """Seconds of [t0, t1] the one link that was busy longest needed for what it carried (bytes /
+    rate, summed per link over the windows): what a model with one bottleneck link counts. At most
+    busy_s; below it where parallel links took turns being the busiest (none paced the whole step)."""
+    per: dict[str, float] = {}
+    for w in windows:
+        overlap = max(0.0, min(w.t, t1) - max(w.t0, t0))
+        if overlap > 0 and w.moving:
+            for intf, u in w.links:
+                per[intf] = per.get(intf, 0.0) + min(1.0, u) * overlap
+    return max(per.values(), default=0.0)
+
+
 def last_moving(windows: Sequence[Window]) -> float | None:
     """End (unix s) of the last window that moved bytes, None if none did."""
     return next((w.t for w in reversed(windows) if w.moving), None)
+
+
+LINKS_CSV_FIELDS = ("t_end", "dt_s", "link", "util")
+
+
+def write_links_csv(path: Path, windows: Sequence[Window]) -> None:
+    """Every window's links that moved bytes, one row each (t_end unix s, window s, switch-side
+    interface, share of its rate): the run's link utilisation over time, for plots and for asking
+    which links were busy when (a step's communication is the busiest link's, per window)."""
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(LINKS_CSV_FIELDS)
+        for win in windows:
+            for intf, u in win.links:
+                w.writerow((f"{win.t:.3f}", f"{win.dt_s:.3f}", intf, f"{u:.4f}"))
+
+
+def read_links_csv(path: Path) -> list[Window]:
+    """The windows of a run's links.csv (write_links_csv), for recomputing what was derived from
+    them. Windows with no link at MOVING are not in the file; none of the uses counts them."""
+    links: dict[tuple[float, float], list[tuple[str, float]]] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            links.setdefault((float(row["t_end"]), float(row["dt_s"])), []).append((row["link"], float(row["util"])))
+    out = []
+    for (t, dt), ls in sorted(links.items()):
+        ls.sort(key=lambda iu: -iu[1])
+        out.append(Window(t, dt, ls[0][1], ls[0][0], tuple(ls)))
+    return out
 
 
 class TrafficSampler(Periodic):

@@ -291,6 +291,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             continue
         if args.report_only:
             from workloads.predict import repredict
+            from workloads.steptime import resplit
 
             fig = figure.load_figure(name)
             out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)
@@ -300,6 +301,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 continue
             for summary in summaries:
                 repredict(summary.parent)  # the model as the code has it now
+                resplit(summary.parent)  # and the step split, from the run's links.csv
             reps = sweep.repetitions(fig, args.quick, args.repeat)
             write_report(fig, out, sweep.points_to_run(fig, args.quick), reps, {}, quick=args.quick)
         else:
@@ -331,6 +333,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
+    from testbed.claims import PAPER_EQ
     from testbed.report import headlines, load_report
 
     rep = load_report(out)
@@ -340,28 +343,37 @@ def speedup_table(out: Path) -> str:
     points = {p.id: p for p in rep.points}
     parts = []
     for group, h in heads.items():
-        ratio, peq = h["measured"], h["paper_equivalent"]
+        ratio, paper_eq = h["measured"], h["unit"] == PAPER_EQ
         judged = not h["verdict"].startswith("not judged")  # an unfaithful point: no number stands
-        fast_p, slow_p = (points.get(i) for i in h["points"])
-        ci = ratio_ci95(ratio, fast_p, slow_p) if ratio and judged else None
+        fast_p, slow_p = (points.get(i) for i in h["points"]) if len(h["points"]) == 2 else (None, None)
+        ci = ratio_ci95(ratio, fast_p, slow_p, paper_eq) if ratio and judged else None
         over = f"{fast_p.ci_n} reps" if fast_p and fast_p.ci_over == "repetitions" else "steps of one run"
         parts.append(
             f"{group}: paper {h['paper']}x, "
             + (f"measured {ratio:.2f}x" if ratio else "not measured")
             + (f" ± {ci:.2f} (95% CI over {over})" if ci is not None else "")
-            + (f", paper-equivalent {peq:.2f}x" if ratio and judged and peq is not None else "")
+            + (f" in paper-equivalent seconds (as run {h['as_run']:.2f}x)" if ratio and paper_eq else "")
             + ("" if judged else f", {h['verdict']}")
         )
     fast, slow = next(iter(heads.values()))["series"]
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
 
 
-def ratio_ci95(ratio: float, fast: PointResult | None, slow: PointResult | None) -> float | None:
+def ratio_ci95(
+    ratio: float, fast: PointResult | None, slow: PointResult | None, paper_eq: bool = False
+) -> float | None:
     """Half-width of the speed-up's 95% CI from its two points' own (first order: the relative
-    half-widths add in quadrature); None where a point has no CI."""
-    if not fast or not slow or not fast.ci95_s or not slow.ci95_s or not fast.bct_mean_s or not slow.bct_mean_s:
+    half-widths add in quadrature), of their BCTs as run or in paper-equivalent seconds (the
+    unit the claim took); None where a point has no CI."""
+    if not fast or not slow:
         return None
-    return ratio * math.hypot(fast.ci95_s / fast.bct_mean_s, slow.ci95_s / slow.bct_mean_s)
+    if paper_eq:
+        (mf, cf), (ms, cs) = (fast.bct_paper_s, fast.ci95_paper_s), (slow.bct_paper_s, slow.ci95_paper_s)
+    else:
+        (mf, cf), (ms, cs) = (fast.bct_mean_s, fast.ci95_s), (slow.bct_mean_s, slow.ci95_s)
+    if not (mf and cf and ms and cs):
+        return None
+    return ratio * math.hypot(cf / mf, cs / ms)
 
 
 def cmd_remote(args: argparse.Namespace) -> int:

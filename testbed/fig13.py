@@ -93,21 +93,40 @@ class Decomposition(BaseModel):
     comm_s: float = Field(description="measured communication, paper-equivalent s (emulated x compress)")
     rest_s: float = Field(description="measured BCT minus measured communication (host time, not rescaled)")
     model_comm_s: float | None = Field(description="the model's T_push + T_pull, paper-equivalent s")
+    link_s: float | None = Field(
+        default=None,
+        description="busy time of the one link busy longest in each step, paper-equivalent s (workloads.steptime)",
+    )
 
     @property
     def bct_paper_s(self) -> float:
         return self.comm_s + self.rest_s
 
 
+def has_split(summary: dict) -> bool:
+    """The run recorded its steps' measured communication and rest (workloads.steptime)."""
+    return bool((summary.get("step_split") or {}).get("comm_s", {}).get("n"))
+
+
+def paper_bct_s(summary: dict) -> float | None:
+    """One run's mean BCT in paper-equivalent seconds (communication x compress + the rest), None
+    without a split."""
+    if not has_split(summary):
+        return None
+    split = summary["step_split"]
+    return split["comm_s"]["mean"] * float(summary.get("compress") or 1.0) + split["rest_s"]["mean"]
+
+
 def decompose(row: RowLike) -> Decomposition | None:
     """The point's decomposition (means over its repetitions), None without measured splits."""
-    splits = [s for s in row.summaries if (s.get("step_split") or {}).get("comm_s", {}).get("n")]
+    splits = [s for s in row.summaries if has_split(s)]
     if not splits or row.bct is None:
         return None
     compress = float(splits[0].get("compress") or 1.0)
     comm = statistics.fmean(s["step_split"]["comm_s"]["mean"] for s in splits)
     rest = statistics.fmean(s["step_split"]["rest_s"]["mean"] for s in splits)
     model = row.pred.get("t_comm_s")
+    links = [s["step_split"]["link_s"]["mean"] for s in splits if (s["step_split"].get("link_s") or {}).get("n")]
     return Decomposition(
         id=row.point.id,
         series=row.point.series,
@@ -118,6 +137,7 @@ def decompose(row: RowLike) -> Decomposition | None:
         comm_s=comm * compress,
         rest_s=rest,
         model_comm_s=None if model is None else model * compress,
+        link_s=statistics.fmean(links) * compress if len(links) == len(splits) else None,
     )
 
 
@@ -221,18 +241,23 @@ def markdown(decs: Sequence[Decomposition], cvs: Sequence[RatioCurve], png: str)
         "Communication is measured (the links' busy time within each step: per 0.25-s window, bytes / rate of "
         "its busiest link) and multiplied by compress; the rest (compute, PS update, TF overhead: this "
         "machine's host time) is the measured BCT minus it, not rescaled. The parts add up to the BCT in "
-        "paper-equivalent seconds.",
+        "paper-equivalent seconds. 'One link' is the busy time of the single link that was busy longest in "
+        "the step (what the model, with one bottleneck, counts): communication above it means parallel links "
+        "took turns being the busiest, so no one link paced the whole step (links.csv of each run shows when).",
         "",
-        "| point | host time | BCT as run (s) | communication (s) | rest (s) | BCT paper-eq. (s) | model comm. (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| point | host time | BCT as run (s) | communication (s) | one link (s) | rest (s) | BCT paper-eq. (s) "
+        "| model comm. (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for d in decs:
         model = "-" if d.model_comm_s is None else f"{d.model_comm_s:.2f}"
+        link = "-" if d.link_s is None else f"{d.link_s:.2f}"
         lines.append(
-            f"| {d.id} | {d.mode} | {d.bct_s:.3f} | {d.comm_s:.2f} | {d.rest_s:.2f} | {d.bct_paper_s:.2f} | {model} |"
+            f"| {d.id} | {d.mode} | {d.bct_s:.3f} | {d.comm_s:.2f} | {link} | {d.rest_s:.2f} | {d.bct_paper_s:.2f} "
+            f"| {model} |"
         )
     if not decs:
-        lines.append("| (no run recorded its transfer phases: rerun to decompose) | | | | | | |")
+        lines.append("| (no run recorded its transfer phases: rerun to decompose) | | | | | | | |")
     if not cvs:
         return lines
     lines += ["", "## The speed-up as a function of per-step host time", "", f"![ratio]({png})", ""]

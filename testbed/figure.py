@@ -33,6 +33,9 @@ class Point(BaseModel):
     series: str = Field(default="", description="legend entry (line or bar colour)")
     group: str = Field(default="", description="x group of a bar chart / panel of a line chart")
     x: float | None = Field(default=None, description="x value of a line chart")
+    compress: float | None = Field(
+        default=None, gt=0, description="this point's compress (else the figure's): a wall-time knob per point"
+    )
     timeline: list[TimelineEvent] = Field(
         default_factory=list, description="timeline events of this point's run (workloads.timeline)"
     )
@@ -57,6 +60,10 @@ class Compare(BaseModel):
     name: SafeName = Field(description="the runs' folders: points/<id>.<name>/rep<k>/")
     job: dict[str, Any] = Field(description="job fields over the figure's and the point's")
     repeat: int = Field(default=1, ge=1, description="runs per point")
+    points: list[str] | None = Field(default=None, description="ids of the points compared (default: every point)")
+
+    def compares(self, point: Point) -> bool:
+        return self.points is None or point.id in self.points
 
     def point(self, point: Point) -> Point:
         """The point as its comparison run (same series and group; its own folder)."""
@@ -91,6 +98,10 @@ class Figure(BaseModel):
             problem = check_claim(claim, self.points)
             if problem:
                 raise ValueError(f"claims.{i}.{problem}")
+        ids = {p.id for p in self.points}
+        for pid in (self.compare.points or []) if self.compare else []:
+            if pid not in ids:
+                raise ValueError(f"compare.points: no point {pid!r}; points: {', '.join(sorted(ids))}")
         return self
 
 

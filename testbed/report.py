@@ -98,6 +98,28 @@ class Row:
         return d.rest_s if d else None
 
     @property
+    def paper_bcts(self) -> list[float] | None:
+        """Per repetition, the BCT in paper-equivalent seconds (testbed.fig13: its measured
+        communication x compress + the rest); None unless every repetition split its steps."""
+        if not self.summaries or self.metric != "bct_s":
+            return None
+        out = [v for s in self.summaries if (v := fig13.paper_bct_s(s)) is not None]
+        return out if len(out) == len(self.summaries) else None
+
+    @property
+    def bct_paper(self) -> float | None:
+        """The point's mean BCT in paper-equivalent seconds (what a compressed figure's speed-ups
+        compare: compress then cancels), None without step splits."""
+        v = self.paper_bcts
+        return statistics.fmean(v) if v else None
+
+    @property
+    def ci95_paper(self) -> float | None:
+        """Half-width of bct_paper's 95% CI over repetitions (None with fewer than two)."""
+        v = self.paper_bcts
+        return describe(v)["ci95"] if v and len(v) > 1 else None
+
+    @property
     def unfaithful_reason(self) -> str:
         """Why the repetitions that were not faithful were not (what a claim says it did not judge)."""
         return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
@@ -137,6 +159,10 @@ class PointResult(BaseModel):
     failed: list[str]
     bct_mean_s: float | None
     ci95_s: float | None = Field(description="half-width of the 95% CI of the mean")
+    bct_paper_s: float | None = Field(
+        default=None, description="mean BCT in paper-equivalent seconds (communication x compress + the rest)"
+    )
+    ci95_paper_s: float | None = Field(default=None, description="half-width of bct_paper_s's 95% CI")
     ci_over: str = Field(description="repetitions | steps | '' (see FigureReport.ci_method)")
     ci_n: int
     spread_s: float
@@ -191,6 +217,8 @@ def point_result(r: Row, note: str = "") -> PointResult:
         failed=r.failed,
         bct_mean_s=r.bct,
         ci95_s=r.ci95,
+        bct_paper_s=r.bct_paper,
+        ci95_paper_s=r.ci95_paper,
         ci_over=r.ci_over,
         ci_n=r.ci_n,
         spread_s=r.spread,
@@ -201,7 +229,7 @@ def point_result(r: Row, note: str = "") -> PointResult:
         model_gst_formula_s=s.get("gst_formula_s"),
         equation=r.pred.get("equation"),
         scale=s.get("scale"),
-        compress=s.get("compress"),
+        compress=s.get("compress") or r.point.compress,  # not run yet: what the figure asks for
         model_bytes_emulated=s.get("model_bytes_emulated"),
         faithful=r.faithful,
         fidelity=r.fidelity_reason or "; ".join(r.failed),
@@ -218,28 +246,25 @@ def load_report(out: Path) -> FigureReport | None:
 
 
 def headlines(rep: FigureReport) -> dict[str, dict]:
-    """Per group: the paper's speed-up, the claim's measured one (as run), its two points and the
-    paper-equivalent ratio of the same host-time mode the claim uses (the figure's own runs, not
-    `compare` ones). What `testbed replay` prints last and bench_replay compares."""
+    """Per group: the paper's speed-up and the claim's measured one, its unit (paper-equivalent
+    seconds where the runs were compressed, testbed.claims.paper_equivalent_ratio), the ratio as
+    run, the two points and the host-time mode of the figure's own runs (not `compare` ones).
+    What `testbed replay` prints last and bench_replay compares."""
     out: dict[str, dict] = {}
+    mode = rep.job.get("host_time") or fig13.DEFAULT_MODE
     for c in rep.claims:
         if c.type != "faster_than" or c.compares_paper or c.values.get("paper") is None:
             continue
         out[c.group] = {
             "paper": c.values["paper"],
             "measured": c.values.get("ratio"),
+            "as_run": c.values.get("as_run", c.values.get("ratio")),
+            "unit": c.unit,
             "verdict": c.verdict,
             "series": c.series,
             "points": c.points,
-            "paper_equivalent": None,
-            "mode": None,
+            "mode": mode,
         }
-    mode = rep.job.get("host_time") or fig13.DEFAULT_MODE
-    for cv in rep.ratio_curves:
-        if cv.group in out:
-            m = next((m for m in cv.measured if m.mode == mode), None)
-            if m:
-                out[cv.group] |= {"paper_equivalent": m.ratio, "mode": m.mode}
     return out
 
 
@@ -393,14 +418,31 @@ METRIC_TEXT = {
 }
 
 
+def _paper_eq_text(p: PointResult) -> str:
+    if p.bct_paper_s is None:
+        return "-"
+    return f"{p.bct_paper_s:.2f}" + (f" ±{p.ci95_paper_s:.2f}" if p.ci95_paper_s is not None else "")
+
+
+def _compress_text(rep: FigureReport) -> str:
+    """The runs' compress: one number, or per group where points set their own (a wall-time knob:
+    speed-ups are then compared in paper-equivalent seconds, where it cancels)."""
+    by_group: dict[str, set[float]] = {}
+    for p in rep.points:
+        by_group.setdefault(p.group, set()).add(p.compress if p.compress is not None else rep.compress)
+    values = set().union(*by_group.values()) if by_group else {rep.compress}
+    if len(values) == 1:
+        return f"{next(iter(values)):g}"
+    return ", ".join(f"{g or '-'} {'/'.join(f'{c:g}' for c in sorted(cs))}" for g, cs in by_group.items())
+
+
 def markdown(rep: FigureReport) -> str:
     """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
     lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
-    compress = next((p.compress for p in rep.points if p.compress is not None), rep.compress)
     lines += [
         f"- points: {len(rep.points)}, repetitions each: {rep.repetitions}; job: {json.dumps(rep.job)}",
         f"- emulated worker rate: {rep.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
-        f"bytes divided together, so S/B is the paper's); compress {compress}: model "
+        f"bytes divided together, so S/B is the paper's); compress {_compress_text(rep)}: model "
         "bytes divided further, so communication takes 1/compress of the paper's time",
         METRIC_TEXT[rep.metric],
         f"- {rep.ci_method}",
@@ -414,8 +456,8 @@ def markdown(rep: FigureReport) -> str:
         f"![{rep.figure}]({rep.figure}.png)",
         "",
         f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | model (s) | eq. "
-        "| scale | faithful |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scale | compress | paper-eq. (s) | faithful |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in rep.points:
         model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
@@ -429,6 +471,7 @@ def markdown(rep: FigureReport) -> str:
         lines.append(
             f"| {p.id} | {p.series} | {p.group} | {'' if p.x is None else f'{p.x:g}'} | {bct} | {ci} | {over} "
             f"| {model} | {p.equation or '-'} | {'-' if p.scale is None else f'{p.scale:g}'} "
+            f"| {'-' if p.compress is None else f'{p.compress:g}'} | {_paper_eq_text(p)} "
             f"| {'yes' if p.faithful else 'no' if p.faithful is False else '-'} |"
         )
     lines += ["", "## The paper's claims, checked on these data", ""]
@@ -479,7 +522,8 @@ def write_report(
     )
     compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
     if fig.compare and not quick:
-        compared = collect(out, [fig.compare.point(p) for p in points], fig.compare.repeat, fig.metric)
+        mine = [fig.compare.point(p) for p in points if fig.compare.compares(p)]
+        compared = collect(out, mine, fig.compare.repeat, fig.metric)
     rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
     write_csv(rep.points, out / "summary.csv")
     plot(fig, rows, out / f"{fig.figure}.png")

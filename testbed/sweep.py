@@ -96,7 +96,7 @@ def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
 def point_experiment(fig: Figure, point: Point, quick: bool, compare: bool = False) -> ExperimentSpec:
     """The point's run; `compare`: its comparison run (the figure's `compare` job fields on top)."""
     job = {**fig.job, **point.job}
-    compress = fig.compress
+    compress = point.compress or fig.compress
     if quick and fig.quick:
         job.update(fig.quick.job)
         compress = fig.quick.compress or compress
@@ -131,10 +131,12 @@ def repetitions(fig: Figure, quick: bool, repeat: int | None = None) -> int:
 
 def runs(fig: Figure, quick: bool, reps: int) -> list[tuple[Point, int, bool]]:
     """(point, repetition, is a comparison run) of a sweep: every point `reps` times, then, unless
-    quick, every point `compare.repeat` times with the figure's `compare` job fields."""
+    quick, every compared point (`compare.points`, default all) `compare.repeat` times with the
+    figure's `compare` job fields."""
     todo = [(p, k, False) for p in points_to_run(fig, quick) for k in range(1, reps + 1)]
     if fig.compare and not quick:
-        todo += [(p, k, True) for p in points_to_run(fig, quick) for k in range(1, fig.compare.repeat + 1)]
+        compared = [p for p in points_to_run(fig, quick) if fig.compare.compares(p)]
+        todo += [(p, k, True) for p in compared for k in range(1, fig.compare.repeat + 1)]
     return todo
 
 

@@ -1,7 +1,8 @@
 """The replay stability benchmark (benchmarks/replay.py) compares two Fig. 13 sweeps' headlines.
 Both sweeps here are finished folders (seeded runs, so nothing is emulated): the benchmark must
-read each report's claim and paper-equivalent ratio and give their difference. The full
-benchmark (two real replays, ~80 min) is `scripts/bench_replay.sh`."""
+read each report's claim (its ratio as run here: the seeded runs record no step split, so no
+paper-equivalent one) and give their difference. The full benchmark (two real replays) is
+`scripts/bench_replay.sh`."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_two_replays_headlines_and_their_difference(tmp_path, capsys):
     assert vgg1["paper"] == 1.89
     assert vgg1["measured"] == pytest.approx(6.2 / 2.2, rel=1e-3)  # FatTree r=1 / PSNet, as run
     assert vgg2["measured"] == pytest.approx(6.2 * 1.03 / 2.2, rel=1e-3)
+    assert (vgg1["unit"], vgg1["as_run"]) == ("as run", vgg1["measured"])
     rows = {r["group"]: r for r in replay.compare([a, b])}
     assert rows["VGG-16"]["difference"] == pytest.approx(0.03 / 1.015, rel=1e-3)
     assert a["faithful"] == a["points"] == 8

@@ -139,6 +139,28 @@ def test_the_verdict_judges_the_transfer_phases_not_only_the_busiest_window():
     assert not v.faithful and v.transfer_util is None and "peaked at 48%" in v.reason
 
 
+def test_a_window_over_the_rate_counts_as_full():
+    """A window read at 104% took bytes its neighbour left at the counter read: the phase's mean
+    counts it as 100%, so a full link never reads above its rate on average."""
+    assert _phase(0.5, 1.04, 1.04, 1.04, 0.2)[0].util == pytest.approx(1.0)
+    assert _phase(0.5, 1.04, 0.96, 0.2)[0].util == pytest.approx(0.98)
+
+
+def test_a_job_on_one_hosts_loopback_is_judged_on_drops_alone():
+    """colocate_ps: no emulated link carried the job, so a starved machine and idle links do not
+    make it unfaithful; a datapath drop still does."""
+    slow = _phase(0.5, 0.6, 0.6, 0.6, 0.3)
+    base = {"ovs_cpu": [0.97] * 10, "idle": [0.01] * 10, "peak_mbps": {"t1_1-eth1": 60.0}, "rate_mbps": RATES}
+    assert not judge(FidelityInputs(**base, phases=slow)).faithful
+    v = judge(FidelityInputs(**base, phases=slow, loopback_only=True))
+    assert v.faithful and v.reason.startswith("colocate_ps: worker and PS talk over one host's loopback")
+    from emulation.datapath import Drops, PortLoss
+
+    lost = Drops([PortLoss("s1-eth1", attempted=1_000, sent=995, backlog_change=0, tc_dropped=0, exact=True)])
+    v = judge(FidelityInputs(**base, phases=slow, loopback_only=True, drops=lost))
+    assert not v.faithful and "dropped 5 packets silently" in v.reason and "the emulator set the pace" not in v.reason
+
+
 def test_the_monitor_passes_its_transfer_phases_after_since():
     net = load_network("topologies/psnet-testbed.yaml")
     mon = Monitor(net)

@@ -67,7 +67,7 @@ def seed_results(
         if p.id in bcts:
             bct, t_comm = bcts[p.id]
             runs = [(p, k, reps) for k in range(1, reps + 1)]
-            if fig.compare:
+            if fig.compare and fig.compare.compares(p):
                 runs += [(fig.compare.point(p), k, fig.compare.repeat) for k in range(1, fig.compare.repeat + 1)]
             for q, k, n in runs:
                 d = figure.rep_dir(out, q, k)
@@ -351,7 +351,7 @@ def test_the_fig13_report_decomposes_each_bct_and_draws_the_ratio_over_host_time
     assert (m["host_s"], m["ratio"]) == (pytest.approx(0.68), pytest.approx((33.2 + 0.76) / (10.8 + 0.6)))
     text = (out / "report.md").read_text()
     assert "## Where the time goes (paper-equivalent seconds)" in text
-    assert "| fattree-r1-vgg16 | scaled | 17.360 | 33.20 | 0.76 | 33.96 | 39.06 |" in text
+    assert "| fattree-r1-vgg16 | scaled | 17.360 | 33.20 | - | 0.76 | 33.96 | 39.06 |" in text  # no links.csv
     assert f"the paper's 1.89x implies {vgg['implied_host_s']:.2f} s of host time per step" in text
     assert "the rest of our step (compute, PS update, TF overhead: BCT minus the links" in text
     assert (out / "fig13-ratio.png").read_bytes()[:4] == b"\x89PNG"
@@ -371,12 +371,19 @@ def test_the_fig13_report_decomposes_each_bct_and_draws_the_ratio_over_host_time
 
 
 def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
-    """The headline, claims and bars use the figure's own runs (host_time: full); `compare` runs each
-    point once more in scaled mode, into its own folder, and the ratio curve shows both modes."""
+    """The headline, claims and bars use the figure's own runs (host_time: full); `compare` runs the
+    headline's points once more in scaled mode, into their own folders, and the ratio curve shows
+    both modes. The speed-up is taken in paper-equivalent seconds (the runs are compressed)."""
     fig = figure.load_figure("fig13")
     todo = sweep.runs(fig, quick=False, reps=3)
     own, cmp = [t for t in todo if not t[2]], [t for t in todo if t[2]]
-    assert (len(own), len(cmp)) == (3 * len(fig.points), len(fig.points))  # compare: 1 repetition each
+    assert len(own) == 3 * len(fig.points)
+    assert sorted(p.id for p, _, _ in cmp) == [  # compare: 1 repetition of each headline point
+        "fattree-r1-resnet50",
+        "fattree-r1-vgg16",
+        "psnet-resnet50",
+        "psnet-vgg16",
+    ]
     p = fig.points[0]
     assert sweep.point_experiment(fig, p, quick=False).job.host_time == "full"
     exp = sweep.point_experiment(fig, p, quick=False, compare=True)
@@ -399,7 +406,10 @@ def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
     write_report(fig, out, fig.points, 1, {})
     rep = report_json(out)
     claim = next(c for c in rep["claims"] if c["label"] == "VGG-16: PSNet faster than FatTree r=1")
-    assert claim["values"]["ratio"] == pytest.approx(21.0 / 9.0)  # the full-mode runs
+    # the full-mode runs, compress 2 (the seeded summaries'): (16.6 x 2 + 4.4) / (5.4 x 2 + 3.6)
+    assert claim["values"]["ratio"] == pytest.approx(37.6 / 14.4)
+    assert claim["values"]["as_run"] == pytest.approx(21.0 / 9.0)
+    assert "= 2.61x in paper-equivalent seconds (as run: 21.00 s / 9.00 s = 2.33x)" in claim["detail"]
     assert {(d["id"], d["mode"]) for d in rep["decomposition"]} == {
         ("psnet-vgg16", "full"),
         ("fattree-r1-vgg16", "full"),
@@ -411,3 +421,57 @@ def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
     assert by_mode["full"]["host_s"] == pytest.approx(4.0) and by_mode["scaled"]["host_s"] == pytest.approx(0.7)
     assert by_mode["scaled"]["ratio"] == pytest.approx((33.2 + 0.8) / (10.8 + 0.6))
     assert "measured (scaled host time)" in (out / "report.md").read_text()
+
+
+def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_path):
+    """Each point's runs split their steps (communication, rest); compress differs per group (VGG-16
+    at 4, ResNet50 at 2, as fig13.yaml has it). The claim, the headline and its CI are in
+    paper-equivalent seconds, where compress cancels; the ratio as run is kept beside it."""
+    fig = figure.load_figure("fig13")
+    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "r1" in p.id} == {
+        "fattree-r1-vgg16": 4.0,
+        "fattree-r1-resnet50": 2.0,
+    }
+    assert sweep.point_experiment(fig, fig.points[0], quick=True).compress == fig.quick.compress
+    out = tmp_path / "fig13"
+    splits = {  # emulated comm, rest per repetition (3 reps), compress
+        "psnet-vgg16": ([2.5, 2.6, 2.7], 1.3, 4.0),
+        "fattree-r1-vgg16": ([6.8, 6.9, 7.0], 0.3, 4.0),
+    }
+    for pid, (comms, rest, compress) in splits.items():
+        p = next(p for p in fig.points if p.id == pid)
+        for k, comm in enumerate(comms, 1):
+            d = figure.rep_dir(out, p, k)
+            d.mkdir(parents=True)
+            s = with_split(fake_summary(comm + rest, 1.0), comm, rest)
+            s["step_split"]["link_s"] = {"n": 5, "mean": comm - 0.4}  # one link alone: parallel links took turns
+            d.joinpath("summary.json").write_text(json.dumps({**s, "compress": compress}))
+    write_report(fig, out, fig.points, 3, {})
+    rep = report_json(out)
+    pts = {p["id"]: p for p in rep["points"]}
+    paper_eq = {pid: [c * 4 + rest for c in comms] for pid, (comms, rest, _) in splits.items()}
+    assert pts["psnet-vgg16"]["bct_paper_s"] == pytest.approx(sum(paper_eq["psnet-vgg16"]) / 3)  # 11.7
+    assert pts["fattree-r1-vgg16"]["bct_paper_s"] == pytest.approx(27.9)
+    ratio = 27.9 / 11.7
+    claim = next(c for c in rep["claims"] if c["label"] == "VGG-16: PSNet faster than FatTree r=1")
+    assert claim["values"]["ratio"] == pytest.approx(ratio)
+    assert claim["values"]["as_run"] == pytest.approx(7.2 / 3.9)  # host time weighs 4x more as run
+    ci = ratio * math.hypot(pts["psnet-vgg16"]["ci95_paper_s"] / 11.7, pts["fattree-r1-vgg16"]["ci95_paper_s"] / 27.9)
+    assert pts["psnet-vgg16"]["ci95_paper_s"] > pts["psnet-vgg16"]["ci95_s"]  # the comm spread x 4
+    line = cli.speedup_table(out)
+    assert line.startswith(
+        f"PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured {ratio:.2f}x ± {ci:.2f} (95% CI over 3 reps) "
+        f"in paper-equivalent seconds (as run {7.2 / 3.9:.2f}x); ResNet50: paper 1.92x, not measured"
+    ), line
+    text = (out / "report.md").read_text()
+    assert "compress VGG-16 4, ResNet50 2:" in text
+    # decomposition: comm 2.6 x 4, one link (2.6 - 0.4) x 4, rest 1.3, in paper-equivalent seconds
+    assert "| psnet-vgg16 | scaled | 3.900 | 10.40 | 8.80 | 1.30 | 11.70 |" in text
+    assert "| 4 | 27.90 ±" in text
+
+
+def test_compare_points_must_be_the_figures_points():
+    data = yaml.safe_load((figure.FIGURES / "fig13.yaml").read_text())
+    data["compare"]["points"] = ["psnet-vgg16", "nonesuch"]
+    with pytest.raises(ValidationError, match=r"compare\.points: no point 'nonesuch'"):
+        figure.Figure.model_validate(data)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 import queue
 import subprocess
 import sys
@@ -11,11 +13,24 @@ from types import SimpleNamespace
 
 import pytest
 
-from emulation.traffic import MOVING, PHASE_S, Window, busy_s, last_moving, moving_s, phases, read_counters, window
+from emulation.traffic import (
+    MOVING,
+    PHASE_S,
+    Window,
+    busy_s,
+    last_moving,
+    link_busy_s,
+    moving_s,
+    phases,
+    read_counters,
+    read_links_csv,
+    window,
+    write_links_csv,
+)
 from workloads.experiment import JobSpec
 from workloads.procs import JobRun, Proc, own_lines, proc_state
 from workloads.stall import Stalled, StallWatch
-from workloads.steptime import split_step, step_split
+from workloads.steptime import resplit, split_step, step_split
 
 RATES = {"a": 100.0, "b": 50.0}
 
@@ -42,6 +57,63 @@ def test_a_window_keeps_its_bottleneck_link_either_direction():
     assert (got.link, got.util) == ("b", pytest.approx(0.96)) and got.t0 == 9.75
     assert window(10.0, 0.25, {"c": (10**9, 0)}, RATES).util == 0.0  # an interface without a rate
     assert MOVING == 0.05 and PHASE_S == 0.25
+    assert [i for i, _ in got.links] == ["b", "a"]  # every link that moved bytes, busiest first
+    assert window(10.0, 0.25, {"a": (0, 1000), "b": (1_500_000, 0)}, RATES).links == (("b", pytest.approx(0.96)),)
+
+
+def test_one_link_counts_less_than_the_busiest_per_window_when_parallel_links_take_turns(tmp_path):
+    """Two parallel links a and b, each carrying the same bytes, busiest in turn: the step's
+    communication (busiest link per window) is 0.95 + 0.95 = 1.9 windows, one link alone 1.6."""
+    ws = [
+        Window(1.25, 0.25, 0.95, "a", (("a", 0.95), ("b", 0.65))),
+        Window(1.5, 0.25, 0.95, "b", (("b", 0.95), ("a", 0.65))),
+    ]
+    assert busy_s(ws, 1.0, 1.5) == pytest.approx(0.475)
+    assert link_busy_s(ws, 1.0, 1.5) == pytest.approx(0.4)
+    assert link_busy_s(ws, 1.25, 1.5) == pytest.approx(0.2375)  # clipped to the step
+    write_links_csv(tmp_path / "links.csv", ws)
+    again = read_links_csv(tmp_path / "links.csv")
+    assert [(w.t, w.link, w.util) for w in again] == [(1.25, "a", 0.95), (1.5, "b", 0.95)]
+    assert link_busy_s(again, 1.0, 1.5) == pytest.approx(0.4) and busy_s(again, 1.0, 1.5) == pytest.approx(0.475)
+
+
+def test_a_finished_runs_split_is_recomputed_from_its_files(tmp_path):
+    """resplit (testbed replay --report-only) reads iterations.csv and links.csv: the warm-up step
+    is left out, the slowest worker's interval is the step's, and the single-link time is added."""
+    run = tmp_path / "rep1"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"job": {"name": "job", "warmup": 1}}))
+    (run / "summary.json").write_text(json.dumps({"bct_s": {"n": 1, "mean": 1.0}}))
+    (run / "iterations.csv").write_text(
+        "job,attempt,host,task,step,global_step,t_start,t_end,bct_s\n"
+        "job,0,w1,0,1,1,0.0,1.0,1.0\n"
+        "job,0,w1,0,2,2,1.0,1.9,0.9\n"
+        "job,0,w2,1,2,2,1.0,2.0,1.0\n"
+    )
+    ws = [
+        Window(1.25, 0.25, 0.95, "a", (("a", 0.95), ("b", 0.65))),
+        Window(1.5, 0.25, 0.95, "b", (("b", 0.95), ("a", 0.65))),
+        Window(0.5, 0.25, 1.0, "a", (("a", 1.0),)),  # in the warm-up step
+    ]
+    write_links_csv(run / "links.csv", ws)
+    split = resplit(run)["step_split"]
+    assert split["comm_s"]["n"] == 1 and split["comm_s"]["mean"] == pytest.approx(0.475)  # 0.475 of 1 s busy
+    assert split["rest_s"]["mean"] == pytest.approx(0.525) and split["link_s"]["mean"] == pytest.approx(0.4)
+    written = json.loads((run / "summary.json").read_text())["step_split"]
+    assert {k: written[k]["mean"] for k in ("comm_s", "rest_s", "link_s")} == {
+        k: split[k]["mean"] for k in ("comm_s", "rest_s", "link_s")
+    }
+    assert resplit(tmp_path) is None  # no links.csv: nothing to recompute
+
+
+def test_the_links_csv_has_every_moving_link_of_every_window(tmp_path):
+    ws = [
+        window(10.0, 0.25, {"a": (0, 2_500_000), "b": (1_500_000, 0)}, RATES),
+        window(10.25, 0.25, {"a": (0, 0)}, RATES),
+    ]
+    write_links_csv(tmp_path / "links.csv", ws)
+    rows = list(csv.DictReader((tmp_path / "links.csv").open()))
+    assert [(r["t_end"], r["link"], r["util"]) for r in rows] == [("10.000", "b", "0.9600"), ("10.000", "a", "0.8000")]
 
 
 def test_phases_are_runs_of_windows_moving_bytes_judged_on_their_interior():

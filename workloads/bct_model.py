@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from controller.routing import compute_paths, link_loads
@@ -280,19 +281,73 @@ def _check_routed(net: Network, paths: dict, pairs: list[tuple[str, str]]) -> No
         raise ValueError(f"{net.name}: no route for {len(missing)} worker-PS pairs, e.g. {missing[0]}")
 
 
+def job_modules(net: Network, workers: Sequence[Node], pss: Sequence[Node]) -> tuple[int, int, int]:
+    """(PSNet modules the job spans, P1, W1): module 1 is the lower-numbered one, P1 and W1 its
+    PSs and workers (Eq. 6's inputs)."""
+    modules = sorted({n.module for n in (*workers, *pss)})
+    first = modules[0] if modules else None
+    return len(modules), sum(n.module == first for n in pss), sum(n.module == first for n in workers)
+
+
+def t_wire_s(
+    net: Network,
+    workers: Sequence[Node],
+    pss: Sequence[Node],
+    model_bytes: float,
+    ps_mbps: float,
+    worker_mbps: float,
+    hops: Callable[[], int],
+    c: Callable[[], int],
+    latency_s: float = 0.0,
+    paper_literal: bool = True,
+    busiest_tor_workers: int | None = None,
+) -> tuple[str, float, int, int | None]:
+    """(equation, T_push = T_pull, hops, C) of the job by the paper's scenario for `net`'s kind:
+    Eq. 5 (one PSNet module), Eq. 6 (two) or Eq. 7 (FatTree). The one place that picks the
+    equation: `predict` (every pair routed by the CNC) and bct_scale (the flow model's routes, up
+    to ~1k hosts) differ only in how they count the path links (`hops`, alpha / beta) and Eq. 7's
+    `c`, which are called only where the equation needs them. `busiest_tor_workers`: see Eq. 5."""
+    facts = net.family.bct
+    if facts is None:
+        raise ValueError(f"the paper gives no communication model for {net.family.title}")
+    w, p = len(workers), len(pss)
+    if facts.scenario == BctScenario.MODULES:
+        modules, p1, w1 = job_modules(net, workers, pss)
+        if modules == 1:
+            equation = "Eq. 5 (busiest ToR)" if busiest_tor_workers else "Eq. 5"
+            t = t_push_one_module_s(
+                model_bytes, p, w, net.spec.tors, ps_mbps, worker_mbps, latency_s, busiest_tor_workers
+            )
+            return equation, t, ONE_MODULE_HOPS, None
+        if modules == 2:
+            alpha = hops()
+            t = t_push_two_modules_s(
+                model_bytes, p, w, p1, w1, net.spec.tors, ps_mbps, worker_mbps, alpha, latency_s, paper_literal
+            )
+            return ("Eq. 6" if paper_literal else "Eq. 6 (P - P1)"), t, alpha, None
+        raise ValueError(
+            f"{net.name}: the job spans {modules} PSNet modules; the paper models one (Eq. 5) or two (Eq. 6)"
+        )
+    if facts.scenario == BctScenario.FATTREE:
+        beta, flows = hops(), c()
+        t = t_push_fattree_s(model_bytes, p, w, ps_mbps, worker_mbps, net.spec.oversubscription, flows, beta, latency_s)
+        return "Eq. 7", t, beta, flows
+    raise ValueError(f"{net.name}: no BCT model for scenario {facts.scenario!r}")
+
+
 def two_modules_terms_of(net: Network, scaled: bool = True) -> dict[str, float]:
     """Eq. 6's four per-flow rates (Mbit/s) for the job on all of a two-module PSNet's hosts
     (module 1 = the lower-numbered one), read from the network as `predict` reads it."""
     facts = net.family.bct
     workers, pss = _job(net)
-    modules = sorted({n.module for n in (*workers, *pss)})
-    if facts is None or facts.scenario != BctScenario.MODULES or len(modules) != 2:
+    modules, p1, w1 = job_modules(net, workers, pss)
+    if facts is None or facts.scenario != BctScenario.MODULES or modules != 2:
         raise ValueError(f"{net.name}: Eq. 6 needs a PSNet job over exactly two modules")
     return two_modules_terms_mbps(
         len(pss),
         len(workers),
-        sum(1 for n in pss if n.module == modules[0]),
-        sum(1 for n in workers if n.module == modules[0]),
+        p1,
+        w1,
         net.spec.tors,
         _host_mbps(net, pss[0], facts.ps_link, scaled),
         _host_mbps(net, workers[0], facts.worker_link, scaled),
@@ -330,48 +385,28 @@ def predict(
     paths = compute_paths(net, circuits)
     pairs = [(wk.name, ps.name) for wk in workers for ps in pss]
     _check_routed(net, paths, pairs)
-    c: int | None = None
     worker_mbps = _host_mbps(net, workers[0], facts.worker_link, scaled)
     ps_mbps = _host_mbps(net, pss[0], facts.ps_link, scaled)
+    busiest_tor = None
     if facts.scenario == BctScenario.MODULES:
-        modules = sorted({n.module for n in (*workers, *pss)})
-        if len(modules) == 1:
-            equation, hops = "Eq. 5", ONE_MODULE_HOPS
-            per_tor = Counter(ln.b for ln in circuits.values())
-            busiest = max(per_tor.values())
-            if busiest * spec.tors > w:  # not the TC's equal spread: the busiest ToR's PS NICs limit
-                equation = "Eq. 5 (busiest ToR)"
-            t_wire = t_push_one_module_s(
-                model_bytes,
-                p,
-                w,
-                spec.tors,
-                ps_mbps,
-                worker_mbps,
-                busiest_tor_workers=busiest if busiest * spec.tors > w else None,
-            )
-        elif len(modules) == 2:
-            equation = "Eq. 6"
-            hops = _longest_path_links(net, paths, pairs)
-            p1 = sum(1 for n in pss if n.module == modules[0])
-            w1 = sum(1 for n in workers if n.module == modules[0])
-            inter = [ln for ln in net.links if ln.kind is facts.inter_module_link]
-            if inter and any(_link_mbps(ln, scaled) != ps_mbps for ln in inter):
-                log.info("%s: SuperNode links are not at B_s; Eq. 6 assumes R x B_s between modules", net.name)
-            t_wire = t_push_two_modules_s(
-                model_bytes, p, w, p1, w1, spec.tors, ps_mbps, worker_mbps, hops, paper_literal=paper_literal
-            )
-        else:
-            raise ValueError(
-                f"{net.name}: the job spans {len(modules)} PSNet modules; the paper models one (Eq. 5) or two (Eq. 6)"
-            )
-    elif facts.scenario == BctScenario.FATTREE:
-        equation = "Eq. 7"
-        hops = _longest_path_links(net, paths, pairs)
-        c = _fattree_c(net, facts, paths, workers, pss)
-        t_wire = t_push_fattree_s(model_bytes, p, w, ps_mbps, worker_mbps, spec.oversubscription, c, hops)
-    else:
-        raise ValueError(f"{net.name}: no BCT model for scenario {facts.scenario!r}")
+        busiest = max(Counter(ln.b for ln in circuits.values()).values(), default=0)
+        if busiest * spec.tors > w:  # not the TC's equal spread: the busiest ToR's PS NICs limit
+            busiest_tor = busiest
+        inter = [ln for ln in net.links if ln.kind is facts.inter_module_link]
+        if job_modules(net, workers, pss)[0] == 2 and any(_link_mbps(ln, scaled) != ps_mbps for ln in inter):
+            log.info("%s: SuperNode links are not at B_s; Eq. 6 assumes R x B_s between modules", net.name)
+    equation, t_wire, hops, c = t_wire_s(
+        net,
+        workers,
+        pss,
+        model_bytes,
+        ps_mbps,
+        worker_mbps,
+        hops=lambda: _longest_path_links(net, paths, pairs),
+        c=lambda: _fattree_c(net, facts, paths, workers, pss),
+        paper_literal=paper_literal,
+        busiest_tor_workers=busiest_tor,
+    )
     t_comp = t_compute_s(batch_size, w, p_w)
     t_upd = t_ps_update_s(w, model_bytes, p, p_s)
     # the equations' own latency term, added here so the per-flow rate can be reported too

@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from topologies.model import BctScenario, LinkKind, Network
+from topologies.model import LinkKind, Network
 from workloads import bct_model
 from workloads.flowmodel.routes import IndexedNetwork, Routes
 
@@ -81,33 +81,18 @@ def analytic_comm(
     if facts is None:
         raise ValueError(f"the paper gives no communication model for {net.family.title}")
     inet = IndexedNetwork.of(net)
-    w, p = len(workers), len(pss)
-    latency = net.spec.delay_ms / 1000
-    b_w = _rate(inet, workers[0], facts.worker_link)
-    b_s = _rate(inet, pss[0], facts.ps_link)
-    c: int | None = None
-    if facts.scenario == BctScenario.MODULES:
-        module = {n.name: n.module for n in net.hosts()}
-        modules = sorted({module[h] for h in (*workers, *pss)})
-        tors = net.spec.tors
-        if len(modules) == 1:
-            equation, hops = "Eq. 5", bct_model.ONE_MODULE_HOPS
-            t = bct_model.t_push_one_module_s(model_bytes, p, w, tors, b_s, b_w, latency)
-        elif len(modules) == 2:
-            equation, hops = ("Eq. 6" if paper_literal else "Eq. 6 (P - P1)"), _hops(routes)
-            p1 = sum(module[h] == modules[0] for h in pss)
-            w1 = sum(module[h] == modules[0] for h in workers)
-            t = bct_model.t_push_two_modules_s(
-                model_bytes, p, w, p1, w1, tors, b_s, b_w, hops, latency, paper_literal=paper_literal
-            )
-        else:
-            raise ValueError(f"{net.name}: the job spans {len(modules)} modules; the paper models one or two")
-    elif facts.scenario == BctScenario.FATTREE:
-        equation, hops = "Eq. 7", _hops(routes)
-        c = shared_link_c(routes, facts.shared_links, workers, pss)
-        t = bct_model.t_push_fattree_s(model_bytes, p, w, b_s, b_w, net.spec.oversubscription, c, hops, latency)
-    else:
-        raise ValueError(f"{net.name}: no communication model for scenario {facts.scenario!r}")
+    equation, t, hops, c = bct_model.t_wire_s(
+        net,
+        [net.nodes[h] for h in workers],
+        [net.nodes[h] for h in pss],
+        model_bytes,
+        _rate(inet, pss[0], facts.ps_link),
+        _rate(inet, workers[0], facts.worker_link),
+        hops=lambda: _hops(routes),
+        c=lambda: shared_link_c(routes, facts.shared_links, workers, pss),
+        latency_s=net.spec.delay_ms / 1000,
+        paper_literal=paper_literal,
+    )
     if not math.isfinite(t):
         raise ValueError(f"{net.name}: the model gives no finite time (no constraining term)")
-    return Analytic(equation, t, hops, c, w, p)
+    return Analytic(equation, t, hops, c, len(workers), len(pss))

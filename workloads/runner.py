@@ -21,13 +21,13 @@ import json
 import logging
 import queue
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
-from emulation.fidelity import Monitor, Verdict
+from emulation.fidelity import Monitor
 from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
 from emulation.net import Testbed
+from emulation.traffic import write_links_csv
 from topologies.build import build_network
 from topologies.schema import TopologySpec
 from workloads import hosttime
@@ -106,9 +106,7 @@ def run_job(
         except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop cleanly, keep what was measured
             error, interrupted = "interrupted by the user", True
         finally:
-            verdict = monitor.stop(since=jobs[0].first_measured_s())
-            if all(j.colocate_ps for j, _, _ in plan):
-                verdict = _loopback_only(verdict)
+            verdict = monitor.stop(jobs[0].first_measured_s(), loopback_only=all(j.colocate_ps for j, _, _ in plan))
             busiest = flows.stop(since=jobs[0].first_measured_s())
             for jr in jobs:
                 jr.stop()
@@ -130,26 +128,13 @@ def run_job(
         summaries[jr.spec.name] = s
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
+    write_links_csv(out / "links.csv", monitor.windows)
     summary = {**summaries[main.name], "name": exp.name}
     if len(jobs) > 1:
         summary["jobs"] = summaries
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     return conclude(out, exp, jobs, injector, events, summary, complete, error, interrupted, failure)
-
-
-def _loopback_only(verdict: Verdict) -> Verdict:
-    """The verdict of a job whose tasks share one host (colocate_ps): its traffic is on that host's
-    loopback, so no emulated link can have set its pace; a busy CPU is the job's own. Only
-    datapath drops (none expected: nothing crosses the switches) still make it unfaithful."""
-    if verdict.faithful or verdict.datapath_drops or verdict.datapath_rx_drops:
-        return verdict
-    why = (
-        f"colocate_ps: worker and PS talk over one host's loopback, no emulated link paces them "
-        f"(idle p5 {verdict.idle_p5:.0%}, ovs-vswitchd p95 {verdict.ovs_cpu_p95:.0%} of a core; the link rule "
-        f"said: {verdict.reason})"
-    )
-    return replace(verdict, faithful=True, reason=why)
 
 
 def _host_times(

@@ -10,13 +10,21 @@ emulator: that time lands in the rest), and coarse for steps of a few windows.
 The rest (compute, serialisation, PS update, TF overhead: this machine's host time at the run's
 model size) is the step's BCT minus that. Both are scaled to the step's BCT by the share of its
 wall interval the links were busy, so comm + rest = BCT exactly and neither is negative.
+
+Beside it, `link_s`: the busy time of the one link that was busy longest in the step (per link,
+bytes / rate summed over the windows), what a model with one bottleneck counts. Where parallel
+links take turns being the busiest (PSNet: 24 links, none the bottleneck throughout) the
+communication exceeds it; with one shared bottleneck (FatTree) the two agree.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
-from emulation.traffic import PHASE_S, Window, busy_s
+from emulation.traffic import PHASE_S, Window, busy_s, link_busy_s, read_links_csv
 from workloads.stats import describe
 
 METHOD = (
@@ -51,5 +59,32 @@ def step_split(iterations: Sequence[dict], warmup: int, windows: Sequence[Window
     return {
         "comm_s": describe([c for c, _ in parts]),
         "rest_s": describe([x for _, x in parts]),
+        "link_s": describe([link_busy_s(windows, r["t_start"], r["t_end"]) for r in slowest.values()]),
         "method": METHOD,
     }
+
+
+def resplit(run_dir: Path) -> dict | None:
+    """Recompute a finished run's step split from its iterations.csv and links.csv with the current
+    code (no rerun), into its summary.json; None (nothing written) for a run without links.csv."""
+    links, summary_path = run_dir / "links.csv", run_dir / "summary.json"
+    if not links.exists() or not summary_path.exists():
+        return None
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    job = manifest["job"]
+    with (run_dir / "iterations.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("job", job["name"]) == job["name"]]
+    iterations = [
+        {
+            "attempt": int(r.get("attempt") or 0),
+            "step": int(r["step"]),
+            "t_start": float(r["t_start"]),
+            "t_end": float(r["t_end"]),
+            "bct_s": float(r["bct_s"]),
+        }
+        for r in rows
+    ]
+    summary = json.loads(summary_path.read_text())
+    summary["step_split"] = step_split(iterations, int(job.get("warmup", 0)), read_links_csv(links))
+    summary_path.write_text(json.dumps(summary, indent=1))
+    return summary
