@@ -26,3 +26,44 @@ def processes(pids: list[int]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             out.append(psutil.Process(pid))
     return out
+
+
+#: the namespaces and root-side veths the SSH tests make, each ending in the pid of the run that made it
+LEFTOVER_PATTERNS = (r"psnet-hw\d-(\d+)", r"psnet-hwsw-(\d+)", r"psnet-ssh-(\d+)", r"phwm\d(\d+)", r"pssh(\d+)")
+
+
+def clear_dead_runs_leftovers() -> list[str]:
+    """Delete the namespaces and veths an earlier, killed test run left (its pid is gone).
+
+    A run SIGKILLed mid-test (a CI job cut off) never reaches its finalizer: its namespaces outlive it
+    (`ip netns add` pins them) and so do its root-side veths with the same fixed management addresses,
+    whose routes then win over the next run's: the next sshd listens but is never reached. Only
+    leftovers whose owner pid is dead are touched, so a concurrent run keeps its own. Returns what was
+    deleted."""
+    import re
+
+    patterns = [re.compile(p) for p in LEFTOVER_PATTERNS]
+
+    def dead(name: str) -> bool:
+        for p in patterns:
+            m = p.fullmatch(name)
+            if m:
+                return not psutil.pid_exists(int(m.group(1)))
+        return False
+
+    gone = []
+    for ns in sh("ip", "netns", "list", check=False).stdout.split("\n"):
+        name = ns.split(" ")[0]
+        if name and dead(name):
+            pids = sh("ip", "netns", "pids", name, check=False).stdout.split()
+            for proc in processes([int(p) for p in pids]):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+            sh("ip", "netns", "del", name, check=False)
+            gone.append(name)
+    for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if dead(name):
+            sh("ip", "link", "del", name, check=False)
+            gone.append(name)
+    return gone

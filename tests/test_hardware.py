@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.sshd_helpers import keygen, processes, sh
+from tests.sshd_helpers import clear_dead_runs_leftovers, keygen, processes, sh
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 
@@ -166,6 +166,7 @@ class Servers:
 def servers(tmp_path_factory, request) -> Servers:
     if not Path("/usr/sbin/sshd").exists():
         pytest.skip("OpenSSH's sshd is missing (apt-get install openssh-server; scripts/setup.sh installs it)")
+    clear_dead_runs_leftovers()  # a killed earlier run's routes would shadow ours
     s = Servers(tmp_path_factory.mktemp("hardware"))
     request.addfinalizer(s.stop)
     s.start()
@@ -287,3 +288,27 @@ def test_bad_inventory_and_unreachable_server_are_one_line(servers, experiment, 
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert f"{servers.addresses[1]}:2: unreachable (Connection refused)" in r.stderr
     assert _settle(servers) == {ns: [] for ns in servers.netns}  # server1's connection closed too
+
+
+def test_a_killed_runs_leftovers_are_cleared_and_a_live_runs_kept():
+    """A run SIGKILLed mid-test leaves its namespace and a root-side veth holding the management
+    address; the next run's route to its sshd then goes to the dead namespace (the CI saw "sshd 0 did
+    not start: Server listening on 192.168.215.2"). The fixture clears what a dead pid owns, and only
+    that."""
+    dead = next(p for p in range(32000, 300, -1) if not psutil.pid_exists(p))
+    made = {f"psnet-hw1-{dead}": f"phwm1{dead}", "psnet-hw9-1": "phwm91"}  # pid 1 is alive
+    try:
+        for ns, veth in made.items():
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "addr", "add", "192.168.215.1/30", "dev", f"phwm1{dead}")
+        sh("ip", "link", "set", f"phwm1{dead}", "up")
+        gone = clear_dead_runs_leftovers()
+        namespaces = sh("ip", "netns", "list").stdout
+        assert f"psnet-hw1-{dead}" in gone and f"psnet-hw1-{dead}" not in namespaces
+        assert f"phwm1{dead}" not in sh("ip", "route").stdout  # its route to 192.168.215.0/30 went with it
+        assert "psnet-hw9-1" in namespaces and "phwm91" in sh("ip", "-o", "link").stdout
+    finally:
+        for ns, veth in made.items():
+            sh("ip", "netns", "del", ns, check=False)
+            sh("ip", "link", "del", veth, check=False)

@@ -26,7 +26,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.sshd_helpers import keygen, processes, sh
+from tests.sshd_helpers import clear_dead_runs_leftovers, keygen, processes, sh
 
 pytestmark = pytest.mark.root
 
@@ -177,6 +177,7 @@ class Remote:
 def remote(tmp_path_factory, request) -> Remote:
     if not Path("/usr/sbin/sshd").exists():
         pytest.skip("OpenSSH's sshd is missing (apt-get install openssh-server; scripts/setup.sh installs it)")
+    clear_dead_runs_leftovers()  # a killed earlier run's routes would shadow ours
     r = Remote(tmp_path_factory.mktemp("remote"))
     request.addfinalizer(r.stop)  # also when start() fails half-way
     r.start()
