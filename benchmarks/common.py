@@ -42,7 +42,9 @@ def bench_parser(prog: str, doc: str | None, quick: str) -> argparse.ArgumentPar
 def begin(args: argparse.Namespace) -> Path:
     """What every benchmark's main() does first: log lines on, SIGTERM unwinds a testbed in flight
     as Ctrl-C does (the default action would leave bridges and shells behind), the output folder
-    made; returns it (absolute)."""
+    made; returns it (absolute). TensorFlow's start-up chatter (a calibration imports it in this
+    process) is kept out of the terminal, as `testbed` keeps it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     setup_logging(args.verbose)
     unwind_on_sigterm()
     out_dir = Path(args.out).resolve()
