@@ -165,8 +165,32 @@ def _of(rows: Sequence[Measured], series: str) -> Measured | None:
     return next((r for r in rows if r.point.series == series and r.bct), None)
 
 
-def _listing(rows: Sequence[Measured]) -> str:
-    return ", ".join(f"{r.point.series} {r.bct:.2f} s" for r in rows)
+def _listing(rows: Sequence[Measured], bct: Callable[[Measured], float] = lambda r: r.bct) -> str:
+    return ", ".join(f"{r.point.series} {bct(r):.2f} s" for r in rows)
+
+
+View = tuple[Callable[[Measured], float], str]
+MIXED = "compress differs between these points and one has no step split to convert it to paper-equivalent seconds"
+
+
+def bct_view(rows: Sequence[Measured]) -> View | None:
+    """How a claim reads several points' BCTs, and the unit: as run where the points share one
+    compress; in paper-equivalent seconds (communication x compress + the rest) where their
+    compress differs, since as run each carries a different fraction of the paper's communication
+    (Fig. 13 compresses its slow FatTree points more, a wall-time knob); None where compress
+    differs and a point has no step split to convert."""
+    if len({r.compress for r in rows}) <= 1:
+        return (lambda r: r.bct), AS_RUN
+    if all(r.bct_paper for r in rows):
+        return (lambda r: float(r.bct_paper)), PAPER_EQ
+    return None
+
+
+def _in_unit(result: ClaimResult, unit: str) -> ClaimResult:
+    """The result with its unit, and the detail saying so where it is not the BCT as run."""
+    if unit == AS_RUN:
+        return result
+    return result.model_copy(update={"unit": unit, "detail": f"{result.detail} (paper-equivalent s)"})
 
 
 def _by_x(rows: Sequence[Measured]) -> list[Measured]:
@@ -345,13 +369,15 @@ class Monotone(_Claim):
         else:
             seq = _by_x(rows)
             name = lambda r: f"{r.point.x:g}:"  # noqa: E731
-        if len(seq) < 2:
-            return [not_measured(self, label, group, _listing(seq))]
+        view = bct_view(seq)
+        if len(seq) < 2 or view is None:
+            return [not_measured(self, label, group, _listing(seq) if view else MIXED)]
+        bct, unit = view
         used = seq if self.check == "every_step" else [seq[0], seq[-1]]
         before = (lambda a, b: a < b) if self.direction == "rises" else (lambda a, b: a > b)
-        holds = all(before(a.bct, b.bct) for a, b in itertools.pairwise(used))
-        detail = " -> ".join(f"{name(r)} {r.bct:.2f} s" for r in seq)
-        return [judged(self, label, used, holds, detail, group)]
+        holds = all(before(bct(a), bct(b)) for a, b in itertools.pairwise(used))
+        detail = " -> ".join(f"{name(r)} {bct(r):.2f} s" for r in seq)
+        return [_in_unit(judged(self, label, used, holds, detail, group), unit)]
 
 
 class WithinPercentOf(_Claim):
@@ -368,11 +394,13 @@ class WithinPercentOf(_Claim):
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
         a, b = _of(rows, self.series), _of(rows, self.of)
-        if not (a and b):
-            return [not_measured(self, label, group)]
-        d = abs(a.bct - b.bct) / b.bct
-        detail = f"{b.bct:.2f} s vs {a.bct:.2f} s ({d:.1%})"
-        return [judged(self, label, [b, a], d <= self.percent / 100, detail, group, difference=d)]
+        view = bct_view([a, b]) if a and b else None
+        if not (a and b and view):
+            return [not_measured(self, label, group, MIXED if a and b else "")]
+        bct, unit = view
+        d = abs(bct(a) - bct(b)) / bct(b)
+        detail = f"{bct(b):.2f} s vs {bct(a):.2f} s ({d:.1%})"
+        return [_in_unit(judged(self, label, [b, a], d <= self.percent / 100, detail, group, difference=d), unit)]
 
 
 class Best(_Claim):
@@ -387,10 +415,12 @@ class Best(_Claim):
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
         rs = _measured(rows)
-        if len(rs) < 2 or not _of(rs, self.series):
-            return [not_measured(self, label, group, _listing(rs))]
-        best = min(rs, key=lambda r: r.bct)
-        return [judged(self, label, rs, best.point.series == self.series, _listing(rs), group)]
+        view = bct_view(rs)
+        if len(rs) < 2 or not _of(rs, self.series) or view is None:
+            return [not_measured(self, label, group, _listing(rs) if view else MIXED)]
+        bct, unit = view
+        best = min(rs, key=bct)
+        return [_in_unit(judged(self, label, rs, best.point.series == self.series, _listing(rs, bct), group), unit)]
 
 
 class Varies(_Claim):
@@ -402,12 +432,14 @@ class Varies(_Claim):
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
         rs = _measured(rows)
-        if len(rs) < 2:
-            return [not_measured(self, label, group, _listing(rs))]
-        lo, hi = min(r.bct for r in rs), max(r.bct for r in rs)
+        view = bct_view(rs)
+        if len(rs) < 2 or view is None:
+            return [not_measured(self, label, group, _listing(rs) if view else MIXED)]
+        bct, unit = view
+        lo, hi = min(map(bct, rs)), max(map(bct, rs))
         spread = (hi - lo) / lo
-        detail = f"{_listing(rs)} (spread {spread:.0%})"
-        return [judged(self, label, rs, spread > self.percent / 100, detail, group, spread=spread)]
+        detail = f"{_listing(rs, bct)} (spread {spread:.0%})"
+        return [_in_unit(judged(self, label, rs, spread > self.percent / 100, detail, group, spread=spread), unit)]
 
 
 class Flattens(_Claim):
@@ -418,12 +450,15 @@ class Flattens(_Claim):
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
         rs = _by_x(rows)
-        if len(rs) < 3:
-            return [not_measured(self, label, group)]
-        first, last = rs[0].bct - rs[1].bct, rs[-2].bct - rs[-1].bct
+        view = bct_view(rs)
+        if len(rs) < 3 or view is None:
+            return [not_measured(self, label, group, "" if view else MIXED)]
+        bct, unit = view
+        first, last = bct(rs[0]) - bct(rs[1]), bct(rs[-2]) - bct(rs[-1])
         used = [rs[i] for i in sorted({0, 1, len(rs) - 2, len(rs) - 1})]
         detail = f"first step -{first:.2f} s, last step -{last:.2f} s"
-        return [judged(self, label, used, last < first, detail, group, first_gain_s=first, last_gain_s=last)]
+        result = judged(self, label, used, last < first, detail, group, first_gain_s=first, last_gain_s=last)
+        return [_in_unit(result, unit)]
 
 
 class BoundedByModel(_Claim):

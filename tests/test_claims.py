@@ -165,3 +165,28 @@ def test_claims_are_judged_group_by_group_and_can_be_limited_to_groups():
 def test_a_malformed_claim_is_refused(claim, problem):
     with pytest.raises(ValidationError, match=problem):
         CLAIM.validate_python(claim)
+
+
+def test_points_at_different_compress_are_compared_in_paper_equivalent_seconds():
+    """Fig. 13 compresses its slow points more (a wall-time knob): as run, those carry a smaller
+    fraction of the paper's communication, so an ordering is judged on communication x compress +
+    the rest; without a step split to convert, it is not judged at all."""
+
+    def at(series: str, bct: float, compress: float, comm: float | None = None) -> Row:
+        r = row(series, bct)
+        r.summaries[0]["compress"] = compress
+        if comm is not None:
+            r.summaries[0]["step_split"] = {"comm_s": {"n": 5, "mean": comm}, "rest_s": {"n": 5, "mean": bct - comm}}
+        return r
+
+    rises = {"type": "monotone", "text": "r grows", "direction": "rises", "series": ["r1", "r5"]}
+    # as run r=5 (compress 4) is the faster; paper-equivalent it is the slower: 1.5 x 4 + 0.5 = 6.5 s
+    (r,) = judge(rises, [at("r1", 3.0, 1, comm=2.5), at("r5", 2.0, 4, comm=1.5)])
+    assert (r.holds, r.unit, r.detail) == (True, "paper-equivalent", "r1 3.00 s -> r5 6.50 s (paper-equivalent s)")
+    (r,) = judge(rises, [at("r1", 3.0, 1), at("r5", 2.0, 4)])
+    assert (r.holds, r.verdict) == (None, "not measured") and "compress differs" in r.detail
+    (r,) = judge(rises, [at("r1", 3.0, 4), at("r5", 2.0, 4)])  # one compress: as run
+    assert (r.holds, r.unit) == (False, "as run")
+    best = {"type": "best", "text": "{group}: r1 best", "series": "r1"}
+    (r,) = judge(best, [at("r1", 3.0, 1, comm=2.5), at("r5", 2.0, 4, comm=1.5)])
+    assert r.holds is True and r.detail == "r1 3.00 s, r5 6.50 s (paper-equivalent s)"

@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 
 from testbed import cli, figure, sweep
-from testbed.report import overview, write_report
+from testbed.report import bars_paper_equivalent, collect, overview, write_report
 from topologies.schema import fidelity_budget_mbps, one_line_error
 
 
@@ -425,18 +425,26 @@ def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
 
 def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_path):
     """Each point's runs split their steps (communication, rest); compress differs per group (VGG-16
-    at 4, ResNet50 at 2, as fig13.yaml has it). The claim, the headline and its CI are in
-    paper-equivalent seconds, where compress cancels; the ratio as run is kept beside it."""
+    at 4, ResNet50 at 2, as fig13.yaml has it) and within it (the slow r=2 and r=5 points more).
+    The claims, the headline, its CI and the bars are in paper-equivalent seconds, where compress
+    cancels; the ratio as run is kept beside it."""
     fig = figure.load_figure("fig13")
-    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "r1" in p.id} == {
+    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "fattree" in p.id} == {
         "fattree-r1-vgg16": 4.0,
+        "fattree-r2-vgg16": 8.0,
+        "fattree-r5-vgg16": 16.0,
         "fattree-r1-resnet50": 2.0,
+        "fattree-r2-resnet50": 4.0,
+        "fattree-r5-resnet50": 8.0,
     }
     assert sweep.point_experiment(fig, fig.points[0], quick=True).compress == fig.quick.compress
     out = tmp_path / "fig13"
     splits = {  # emulated comm, rest per repetition (3 reps), compress
         "psnet-vgg16": ([2.5, 2.6, 2.7], 1.3, 4.0),
         "fattree-r1-vgg16": ([6.8, 6.9, 7.0], 0.3, 4.0),
+        # as run shorter than r=1 (compressed 2x and 4x more), paper-equivalent longer: 29.1, 33.9 s
+        "fattree-r2-vgg16": ([3.5, 3.6, 3.7], 0.3, 8.0),
+        "fattree-r5-vgg16": ([2.0, 2.1, 2.2], 0.3, 16.0),
     }
     for pid, (comms, rest, compress) in splits.items():
         p = next(p for p in fig.points if p.id == pid)
@@ -449,7 +457,7 @@ def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_
     write_report(fig, out, fig.points, 3, {})
     rep = report_json(out)
     pts = {p["id"]: p for p in rep["points"]}
-    paper_eq = {pid: [c * 4 + rest for c in comms] for pid, (comms, rest, _) in splits.items()}
+    paper_eq = {pid: [c * k + rest for c in comms] for pid, (comms, rest, k) in splits.items()}
     assert pts["psnet-vgg16"]["bct_paper_s"] == pytest.approx(sum(paper_eq["psnet-vgg16"]) / 3)  # 11.7
     assert pts["fattree-r1-vgg16"]["bct_paper_s"] == pytest.approx(27.9)
     ratio = 27.9 / 11.7
@@ -463,8 +471,16 @@ def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_
         f"PSNet vs FatTree r=1 speed-up: VGG-16: paper 1.89x, measured {ratio:.2f}x ± {ci:.2f} (95% CI over 3 reps) "
         f"in paper-equivalent seconds (as run {7.2 / 3.9:.2f}x); ResNet50: paper 1.92x, not measured"
     ), line
+    ordering = next(c for c in rep["claims"] if c["label"] == "VGG-16: FatTree slower as r grows")
+    assert (ordering["holds"], ordering["unit"]) == (True, "paper-equivalent")  # as run it would fall
+    assert ordering["detail"] == (
+        "FatTree r=1 27.90 s -> FatTree r=2 29.10 s -> FatTree r=5 33.90 s (paper-equivalent s)"
+    )
+    rows = collect(out, fig.points, 3)
+    assert bars_paper_equivalent(rows)
+    assert [r.bct_paper for r in rows[:4]] == pytest.approx([sum(v) / 3 for v in paper_eq.values()])
     text = (out / "report.md").read_text()
-    assert "compress VGG-16 4, ResNet50 2:" in text
+    assert "compress VGG-16 4/8/16, ResNet50 2/4/8:" in text
     # decomposition: comm 2.6 x 4, one link (2.6 - 0.4) x 4, rest 1.3, in paper-equivalent seconds
     assert "| psnet-vgg16 | scaled | 3.900 | 10.40 | 8.80 | 1.30 | 11.70 |" in text
     assert "| 4 | 27.90 ±" in text
