@@ -24,16 +24,23 @@ RSS_PERIOD_S = 0.5
 PSJOB = "workloads.psjob"
 
 
+def words(cmdline: list[str]) -> list[str]:
+    """A command line as words: a task forked from the fork server (workloads.forkserver) shows
+    its argv as one title string (setproctitle), an exec'd process as separate arguments."""
+    return " ".join(cmdline).split()
+
+
 def _arg(cmdline: list[str], flag: str) -> str | None:
+    argv = words(cmdline)
     try:
-        return cmdline[cmdline.index(flag) + 1]
+        return argv[argv.index(flag) + 1]
     except (ValueError, IndexError):
         return None
 
 
 def _is_psjob(p: psutil.Process) -> bool:
     try:
-        return PSJOB in p.cmdline()
+        return PSJOB in words(p.cmdline())
     except psutil.Error:
         return False
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from emulation.env import clean_env
 from emulation.net import Testbed
+from workloads import forkserver
 from workloads.inventory import PS_PORT  # every task's port inside its own emulated host
 
 REPO = Path(__file__).resolve().parent.parent
@@ -92,7 +93,12 @@ class MininetHosts:
         self.tb = tb
 
     def popen(self, host: str, argv: list[str]) -> HostProcess:
-        return self.tb.host(host).popen(
+        """A psjob task is forked from the fork server, which imported TensorFlow once
+        (workloads.forkserver); anything else, or PSNET_FORKSERVER=0, is its own interpreter."""
+        node = self.tb.host(host)
+        if forkserver.enabled(argv):
+            return forkserver.start_task(node.pid, argv, clean_env(), str(REPO))
+        return node.popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(), cwd=str(REPO)
         )
 

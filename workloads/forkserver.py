@@ -1,0 +1,316 @@
+"""Start psjob tasks forked from one process that has imported TensorFlow already.
+
+Why: a run's start-up is CPU-bound on this machine's two cores, and much of it is the import.
+`import tensorflow` costs ~4 s of CPU per process (3.6 s user + 0.6 s system, measured here on
+2026-11-23), and a Fig. 13 run starts eight (2 PSs, 6 workers): in the fresh-clone replay of that
+day, start-up was 15.4 of the sweep's 29.7 min of runs (the workers of a PSNet VGG-16 run were
+ready 22-29 s after it began, for 22 s of steps). The fork server (`python -m workloads.forkserver`,
+started on the first task) imports TensorFlow once (workloads.task_preload) and forks every task
+from there; it lives as long as the process that runs the experiments, so a sweep of many runs
+pays the import once.
+
+A forked task still runs as its Mininet host: before psjob's main runs it enters the host
+shell's network namespace (and its mount namespace where the host has one of its own), as
+`mnexec -a PID` does for `Host.popen`, and starts a session of its own (`mnexec -d`). Its stdout
+and stderr go to one pipe, read as text lines like `Popen(..., stdout=PIPE, stderr=STDOUT,
+text=True)`'s; its exit code comes back from the server, which reaps it; its command line (what
+`ps` and `pgrep -f workloads.psjob` see) reads as the one it would have had (setproctitle, one
+string). The server ends when the process that started it does (its socket closes) and every task
+dies with the server (PR_SET_PDEATHSIG), so a SIGKILLed run leaves no task serving on.
+
+Why not multiprocessing's fork server: it imports the parent's main script again in the server
+and in every child (a user's script without a main guard would run twice), and it hands every
+child the descriptor that keeps the server alive, so a task outlives a killed run until its
+deadline. Python 3.11 has no os.setns (3.12 has), hence a few lines of ctypes.
+`PSNET_FORKSERVER=0` starts every task as an interpreter of its own instead (Host.popen).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from typing import IO, Any
+
+#: 0 starts tasks the old way: one interpreter (and one TensorFlow import) each
+ENV_SWITCH = "PSNET_FORKSERVER"
+PSJOB = "workloads.psjob"
+CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
+PR_SET_PDEATHSIG = 1
+#: seconds a start waits for the server (the first waits for its TensorFlow import too)
+START_TIMEOUT_S = 120.0
+MAX_MSG = 1 << 20
+
+
+class ForkServerError(RuntimeError):
+    """The fork server could not start a task (the message says why)."""
+
+
+def enabled(argv: list[str]) -> bool:
+    """Whether a task's command line is started by the fork server: a psjob task
+    (`python -m workloads.psjob ...`), unless PSNET_FORKSERVER=0."""
+    return os.environ.get(ENV_SWITCH, "1") != "0" and argv[1:3] == ["-m", PSJOB]
+
+
+# ---------------------------------------------------------------- the runner's side
+
+
+class ForkedTask:
+    """A task forked from the server: subprocess.Popen's reading and ending part
+    (workloads.hosts.HostProcess)."""
+
+    def __init__(self, pid: int, argv: list[str], stdout: IO[str]) -> None:
+        self.pid: int | None = pid
+        self.args = argv
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+
+    def _end(self, code: int) -> None:
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None and self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class ForkServer:
+    """The server process and the one socket to it (started once per process, on first use)."""
+
+    _current: ForkServer | None = None
+    _create = threading.Lock()
+
+    @classmethod
+    def get(cls) -> ForkServer:
+        with cls._create:
+            s = cls._current
+            if s is None or s.owner != os.getpid() or s.proc.poll() is not None:
+                s = cls._current = cls()
+            return s
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.owner = os.getpid()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid())],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # TensorFlow's import banner; the server's errors come on the socket
+        )
+        theirs.close()
+        self.sock = ours
+        self._starting = threading.Lock()
+        self._replies: list[dict] = []
+        self._reply = threading.Condition()
+        self._tasks: dict[int, ForkedTask] = {}
+        self._codes: dict[int, int] = {}  # exits reported before their task was registered
+        self._gone = ""
+        threading.Thread(target=self._read, name="forkserver-reader", daemon=True).start()
+
+    def start(self, ns_pid: int, argv: list[str], env: dict[str, str], cwd: str) -> ForkedTask:
+        r, w = os.pipe()
+        request = {"ns_pid": ns_pid, "args": argv[3:], "env": env, "cwd": cwd}
+        with self._starting:
+            try:
+                socket.send_fds(self.sock, [json.dumps(request).encode()], [w])
+            except OSError as err:
+                os.close(r)
+                raise ForkServerError(
+                    f"the fork server is gone ({err}); set {ENV_SWITCH}=0 to start tasks without it"
+                ) from None
+            finally:
+                os.close(w)
+            reply = self._next_reply()
+            if "pid" not in reply:
+                os.close(r)
+                raise ForkServerError(f"the fork server could not start {PSJOB}: {reply.get('error', reply)}")
+            task = ForkedTask(reply["pid"], argv, open(r, encoding="utf-8", errors="replace"))  # noqa: SIM115
+            with self._reply:
+                self._tasks[task.pid] = task
+                if task.pid in self._codes:
+                    task._end(self._codes.pop(task.pid))
+        return task
+
+    def _next_reply(self) -> dict:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        with self._reply:
+            while not self._replies:
+                if self._gone:
+                    return {"error": self._gone}
+                if not self._reply.wait(deadline - time.monotonic()):
+                    return {"error": f"no answer in {START_TIMEOUT_S:g} s"}
+            return self._replies.pop(0)
+
+    def _read(self) -> None:
+        """Replies to starts, and exit codes of tasks (the server reaps them)."""
+        while True:
+            try:
+                data = self.sock.recv(MAX_MSG)
+            except OSError:
+                data = b""
+            with self._reply:
+                if not data:  # the server ended: its tasks died with it (PR_SET_PDEATHSIG)
+                    self._gone = f"the fork server ended (exit code {self.proc.wait()})"
+                    for task in self._tasks.values():
+                        if task.returncode is None:
+                            task._end(-signal.SIGKILL)
+                    self._reply.notify_all()
+                    return
+                msg = json.loads(data)
+                if "exit" in msg:
+                    task = self._tasks.get(msg["exit"])
+                    if task is None:
+                        self._codes[msg["exit"]] = msg["code"]
+                    else:
+                        task._end(msg["code"])
+                else:
+                    self._replies.append(msg)
+                    self._reply.notify_all()
+
+
+def start_task(ns_pid: int, argv: list[str], env: dict[str, str], cwd: str) -> ForkedTask:
+    """Start `argv` (python -m workloads.psjob ...) as the host whose shell is `ns_pid`."""
+    return ForkServer.get().start(ns_pid, argv, env, cwd)
+
+
+# ---------------------------------------------------------------- the server
+
+
+def serve(fd: int, parent: int) -> None:
+    """Import TensorFlow once, then fork a task per request until the runner goes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if os.getppid() != parent:  # the runner is gone already
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    sock = socket.socket(fileno=fd)
+    try:
+        import workloads.task_preload  # noqa: F401
+    except Exception:  # every start is then answered with why
+        failed = traceback.format_exc(limit=3)
+    else:
+        failed = ""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    sel = selectors.DefaultSelector()
+    sel.register(sock, selectors.EVENT_READ)
+    sel.register(wake_r, selectors.EVENT_READ)
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj is wake_r:
+                os.read(wake_r, 4096)
+                _reap(sock)
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 1)
+            except OSError:
+                data = b""
+            if not data:  # the runner ended (its end closes with the process, whichever thread started us)
+                os._exit(0)
+            if failed:
+                _send(sock, {"error": f"importing TensorFlow failed: {failed}"})
+                for f in fds:
+                    os.close(f)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                sel.close()
+                _child(sock, (wake_r, wake_w), json.loads(data), fds[0], libc)
+            os.close(fds[0])
+            _send(sock, {"pid": pid})
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
+    try:
+        sock.send(json.dumps(msg).encode())
+    except OSError:
+        pass  # the runner is gone; so are we, once the next read sees it
+
+
+def _child(sock: socket.socket, wake: tuple[int, int], req: dict, out: int, libc: ctypes.CDLL) -> None:
+    """In the forked child: become the host's process, then run psjob's main (it ends the process)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        sock.close()
+        for f in wake:
+            os.close(f)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _run_task(libc, req["ns_pid"], req["args"], req["env"], req["cwd"])
+    except BaseException:  # nothing may return into the server's loop
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    os._exit(0)
+
+
+def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, str], cwd: str) -> None:
+    import setproctitle
+
+    _enter(libc, ns_pid, "net", CLONE_NEWNET)
+    if os.stat(f"/proc/{ns_pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino:
+        _enter(libc, ns_pid, "mnt", CLONE_NEWNS)
+    os.setsid()
+    setproctitle.setproctitle(" ".join([sys.executable, "-m", PSJOB, *args]))
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (the process's own)
+    sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)  # noqa: SIM115
+    from workloads import psjob
+
+    psjob.IMPORTED_UNIX_S = time.time()  # its start-up counts from the fork, as from an exec
+    sys.argv = [psjob.__file__, *args]
+    psjob.main(args)
+
+
+def _enter(libc: ctypes.CDLL, ns_pid: int, kind: str, flag: int) -> None:
+    fd = os.open(f"/proc/{ns_pid}/ns/{kind}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, flag) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into the {kind} namespace of pid {ns_pid}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]), int(sys.argv[2]))
