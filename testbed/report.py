@@ -401,7 +401,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
         _formula_markers(ax, rows, groups, series, width)
         ax.set_xticks(range(len(groups)), groups)
-        unit = "paper-equivalent s: communication x compress + the rest" if paper_eq else "s, emulated"
+        unit = "paper-equivalent s" if paper_eq else "s, emulated"  # report.md says how: comm x compress + rest
         ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit}; bars: 95% CI)", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
