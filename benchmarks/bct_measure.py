@@ -16,6 +16,7 @@ import psutil
 
 from benchmarks.common import maximum, median
 from emulation.sampler import Sampler
+from workloads.forkserver import argv_words
 
 TARGET_LOW, TARGET_HIGH = 0.95, 1.10  # measured / BCT_max
 #: "communication-bound": predicted T_push at least this many times T_compute
@@ -24,14 +25,8 @@ RSS_PERIOD_S = 0.5
 PSJOB = "workloads.psjob"
 
 
-def words(cmdline: list[str]) -> list[str]:
-    """A command line as words: a task forked from the fork server (workloads.forkserver) shows
-    its argv as one title string (setproctitle), an exec'd process as separate arguments."""
-    return " ".join(cmdline).split()
-
-
 def _arg(cmdline: list[str], flag: str) -> str | None:
-    argv = words(cmdline)
+    argv = argv_words(cmdline)
     try:
         return argv[argv.index(flag) + 1]
     except (ValueError, IndexError):
@@ -40,7 +35,7 @@ def _arg(cmdline: list[str], flag: str) -> str | None:
 
 def _is_psjob(p: psutil.Process) -> bool:
     try:
-        return PSJOB in words(p.cmdline())
+        return PSJOB in argv_words(p.cmdline())
     except psutil.Error:
         return False
 

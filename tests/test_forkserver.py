@@ -16,7 +16,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchmarks.bct_measure import words
 from emulation import registry
 from emulation.net import Testbed
 from workloads import forkserver
@@ -54,7 +53,7 @@ def test_a_forked_task_runs_as_its_host(no_leftovers):
         assert ready["job"] == "ps" and task.poll() is None
         proc = psutil.Process(task.pid)
         assert proc.parent().cmdline()[1:3] == ["-m", "workloads.forkserver"]  # forked, not exec'd
-        argv = words(proc.cmdline())  # what ps, pgrep -f and the benchmarks' sampler see
+        argv = forkserver.argv_words(proc.cmdline())  # what ps, pgrep -f and the benchmarks' sampler see
         assert argv[1:3] == ["-m", "workloads.psjob"] and argv[argv.index("--job") + 1] == "ps"
         shell = tb.host("ps1_1").pid
         assert os.stat(f"/proc/{task.pid}/ns/net").st_ino == os.stat(f"/proc/{shell}/ns/net").st_ino

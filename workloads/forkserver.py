@@ -54,6 +54,12 @@ class ForkServerError(RuntimeError):
     """The fork server could not start a task (the message says why)."""
 
 
+def argv_words(cmdline: list[str]) -> list[str]:
+    """A process's command line (psutil's cmdline()) as words: a task forked here shows its argv
+    as one title string (setproctitle, _run_task), an exec'd process as separate arguments."""
+    return " ".join(cmdline).split()
+
+
 def enabled(argv: list[str]) -> bool:
     """Whether a task's command line is started by the fork server: a psjob task
     (`python -m workloads.psjob ...`), unless PSNET_FORKSERVER=0."""
