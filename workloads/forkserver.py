@@ -18,6 +18,12 @@ text=True)`'s; its exit code comes back from the server, which reaps it; its com
 string). The server ends when the process that started it does (its socket closes) and every task
 dies with the server (PR_SET_PDEATHSIG), so a SIGKILLed run leaves no task serving on.
 
+A worker's graph is built here too, once per job: at the first worker task of a job the server
+builds that worker's graph (psjob.build_template) and forks every worker of the job from it; each
+sets its own device and batch on it (psjob.adopt_template, psjob.GraphTemplate says why). Every
+child reseeds TensorFlow's random generator first, which the build started (workloads.tf_rng).
+`PSNET_SHARED_GRAPH=0` has every worker build its own.
+
 Why not multiprocessing's fork server: it imports the parent's main script again in the server
 and in every child (a user's script without a main guard would run twice), and it hands every
 child the descriptor that keeps the server alive, so a task outlives a killed run until its
@@ -40,8 +46,12 @@ import time
 import traceback
 from typing import IO, Any
 
+from workloads import tf_rng
+
 #: 0 starts tasks the old way: one interpreter (and one TensorFlow import) each
 ENV_SWITCH = "PSNET_FORKSERVER"
+#: 0: every forked worker builds its own graph (psjob.GraphTemplate says why they share one)
+SHARED_GRAPH_SWITCH = "PSNET_SHARED_GRAPH"
 PSJOB = "workloads.psjob"
 CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
 PR_SET_PDEATHSIG = 1
@@ -217,6 +227,7 @@ def serve(fd: int, parent: int) -> None:
         failed = traceback.format_exc(limit=3)
     else:
         failed = ""
+    template = None  # the last worker graph built here (psjob.GraphTemplate)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -241,12 +252,32 @@ def serve(fd: int, parent: int) -> None:
                 for f in fds:
                     os.close(f)
                 continue
+            req = json.loads(data)
+            template = _template_for(template, req)
             pid = os.fork()
             if pid == 0:
                 sel.close()
-                _child(sock, (wake_r, wake_w), json.loads(data), fds[0], libc)
+                _child(sock, (wake_r, wake_w), req, fds[0], libc, template)
             os.close(fds[0])
             _send(sock, {"pid": pid})
+
+
+def _template_for(template: Any, req: dict) -> Any:
+    """The worker graph for this request's task (psjob.GraphTemplate), built here unless the last
+    one built is its job's already; None for a PS, with PSNET_SHARED_GRAPH=0, or when the build
+    failed (the task builds its own then, and reports what fails)."""
+    from workloads import psjob
+
+    if req["env"].get(SHARED_GRAPH_SWITCH, os.environ.get(SHARED_GRAPH_SWITCH, "1")) == "0":
+        return template
+    if tf_rng.slot() is None:  # the children could not be given random streams of their own
+        return None
+    if template is not None and template.key == psjob.template_key(req["args"]):
+        return template
+    try:
+        return psjob.build_template(req["args"]) or template
+    except Exception:
+        return None
 
 
 def _reap(sock: socket.socket) -> None:
@@ -267,7 +298,7 @@ def _send(sock: socket.socket, msg: dict[str, Any]) -> None:
         pass  # the runner is gone; so are we, once the next read sees it
 
 
-def _child(sock: socket.socket, wake: tuple[int, int], req: dict, out: int, libc: ctypes.CDLL) -> None:
+def _child(sock: socket.socket, wake: tuple[int, int], req: dict, out: int, libc: ctypes.CDLL, template: Any) -> None:
     """In the forked child: become the host's process, then run psjob's main (it ends the process)."""
     try:
         signal.set_wakeup_fd(-1)
@@ -280,7 +311,8 @@ def _child(sock: socket.socket, wake: tuple[int, int], req: dict, out: int, libc
         os.dup2(out, 2)
         os.close(out)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _run_task(libc, req["ns_pid"], req["args"], req["env"], req["cwd"])
+        tf_rng.reseed()  # its own session handles and step ids, not its siblings' (workloads.tf_rng)
+        _run_task(libc, req["ns_pid"], req["args"], req["env"], req["cwd"], template)
     except BaseException:  # nothing may return into the server's loop
         traceback.print_exc()
         sys.stderr.flush()
@@ -288,7 +320,7 @@ def _child(sock: socket.socket, wake: tuple[int, int], req: dict, out: int, libc
     os._exit(0)
 
 
-def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, str], cwd: str) -> None:
+def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, str], cwd: str, template: Any) -> None:
     import setproctitle
 
     _enter(libc, ns_pid, "net", CLONE_NEWNET)
@@ -304,6 +336,8 @@ def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, st
     from workloads import psjob
 
     psjob.IMPORTED_UNIX_S = time.time()  # its start-up counts from the fork, as from an exec
+    if template is not None and template.key == psjob.template_key(args):
+        psjob.TEMPLATE = template
     sys.argv = [psjob.__file__, *args]
     psjob.main(args)
 

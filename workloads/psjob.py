@@ -15,7 +15,8 @@ each on its own emulated host):
 
 Output is JSON lines on stdout, flushed one by one (TF's own logging goes to stderr):
 
-    {"event": "ready", "job": "ps"|"worker", "task": i, "t": unix_s, "startup_s": s[, "global_step": g0]}
+    {"event": "ready", "job": "ps"|"worker", "task": i, "t": unix_s, "startup_s": s[, "global_step": g0,
+     "graph": "built"|"shared"]}
     {"event": "iter", "task": i, "step": g, "local_step": k, "global_step": g, "t_start": unix_s,
      "t_end": unix_s, "bct_s": s}
     {"event": "checkpoint", "task": 0, "global_step": g, "path": prefix, "save_s": s}
@@ -34,7 +35,9 @@ advance in lock step, so every worker reports global steps g0+1, g0+2, ... and t
 step equals --iterations; g0 is 0, or the step of the checkpoint a restarted job restored
 (--checkpoint-dir; the chief saves one every --checkpoint-every steps). `step` is the global
 step, `local_step` counts this process's steps. `startup_s` counts from this module's import,
-before TensorFlow's.
+before TensorFlow's (from the fork, for a task forked by workloads.forkserver). `graph` says
+whether the worker built its graph in that time or took the one the fork server had built for
+every worker of the job before it forked them (GraphTemplate: that build is not in startup_s).
 
 Exit codes: 0 done, 1 an exception, 2 bad arguments (argparse), 3 deadline expired.
 
@@ -76,6 +79,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -201,10 +205,105 @@ class TrainGraph:
     bytes_per_ps: dict[str, int]
     variables_per_ps: dict[str, int]
     global_step_device: str
+    #: Saver and Scaffold made with the graph (a template's), or None: _make_session makes them
+    saver: Any = None
+    scaffold: Any = None
+
+
+@dataclass
+class GraphTemplate:
+    """A worker's graph built once in the fork server (workloads.forkserver) for every worker of
+    one job: each worker forked after it makes it its own (adopt_template) instead of building it.
+
+    Why: building is Python creating tens of thousands of ops (ResNet110: ~20,700 nodes, ~12 s of
+    CPU here), and W workers built theirs at once on two cores: a Fig. 1 run (five ResNet110
+    workers) had its workers ready ~33 s after it began, for ~7 s of steps. The workers' graphs
+    differ only in their device (/job:worker/task:i) and their synthetic batch (seed + task), and
+    both can be set on the built graph before a session exists.
+
+    The template is complete: the saver's and the scaffold's ops are built with it and its graph is
+    finalized, so a forked task adds no op but the chief's no_op of no initial tokens. Building ops
+    in the child would hang: TF's shape inference evaluates constant subgraphs on a thread pool
+    of the graph's ("tf_graph_runner"), started in the server by the build, and a fork copies the
+    pool without its thread (seen: workers waiting forever before their first step)."""
+
+    key: tuple[str, ...]
+    task: int
+    graph: Any
+    optimizer: Any
+    pieces: TrainGraph
+
+
+#: this task's graph, built by the fork server before it forked the task (or None: build it)
+TEMPLATE: GraphTemplate | None = None
+WORKER_DEVICE = re.compile(r"^/job:worker(/replica:\d+)?/task:(\d+)")
+SYNTHETIC_X, SYNTHETIC_Y = "synthetic_x", "synthetic_y"
+
+
+def template_key(args: list[str]) -> tuple[str, ...]:
+    """What makes two workers' graphs the same but for the task: their arguments without --task."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--task":
+            skip = True
+        elif not a.startswith("--task="):
+            out.append(a)
+    return tuple(out)
+
+
+def build_template(args: list[str]) -> GraphTemplate | None:
+    """The graph of a worker task given by psjob arguments `args`, built in a fresh default graph,
+    or None when they are not a worker's (or do not parse: the task reports that itself)."""
+    try:
+        cfg = parse_args(args)
+    except SystemExit:
+        return None
+    if cfg.job != "worker":
+        return None
+    tf = _import_tensorflow(cfg.threads)
+    tf.compat.v1.reset_default_graph()
+    pieces, optimizer = _build(cfg)
+    pieces.saver, pieces.scaffold = _saver_and_scaffold()
+    pieces.scaffold.finalize()  # builds the rest of the ops, then finalizes the graph
+    return GraphTemplate(template_key(args), cfg.task, tf.compat.v1.get_default_graph(), optimizer, pieces)
+
+
+def adopt_template(template: GraphTemplate, cfg: JobConfig) -> TrainGraph:
+    """The template's graph as task cfg.task's own: its ops on this worker's device, its batch from
+    seed + task, and the sync hook of a chief or not (the same graph build_train_graph makes)."""
+    from tensorflow.core.framework import attr_value_pb2
+    from tensorflow.python.framework import tensor_util
+
+    if cfg.task != template.task:
+        for op in template.graph.get_operations():
+            m = WORKER_DEVICE.match(op.device)
+            if m and int(m.group(2)) == template.task:
+                op._set_device(f"/job:worker{m.group(1) or ''}/task:{cfg.task}{op.device[m.end() :]}")
+        batch = synthetic_batch(cfg.batch_size, cfg.seed + cfg.task, cfg.model)
+        for name, value in zip((SYNTHETIC_X, SYNTHETIC_Y), batch, strict=True):
+            proto = attr_value_pb2.AttrValue(tensor=tensor_util.make_tensor_proto(value))
+            template.graph.get_operation_by_name(name)._set_attr("value", proto)
+    template.graph._unsafe_unfinalize()  # for the chief hook's no_op; MonitoredSession finalizes it again
+    hook = template.optimizer.make_session_run_hook(is_chief=cfg.task == 0, num_tokens=0)  # see _build
+    p = template.pieces
+    return TrainGraph(
+        p.train_op, p.global_step, hook, p.bytes_per_ps, p.variables_per_ps, p.global_step_device, p.saver, p.scaffold
+    )
 
 
 def build_train_graph(cfg: JobConfig) -> TrainGraph:
     """Model, loss and synchronous SGD in the default graph, variables placed on the PSs."""
+    pieces, optimizer = _build(cfg)
+    # 0 initial tokens: lock step (see the module docstring)
+    pieces.sync_hook = optimizer.make_session_run_hook(is_chief=cfg.task == 0, num_tokens=0)
+    return pieces
+
+
+def _build(cfg: JobConfig) -> tuple[TrainGraph, Any]:
+    """The graph without its sync hook (whether the task is the chief decides that), and its
+    SyncReplicasOptimizer."""
     import tensorflow as tf
 
     num_ps, num_workers = len(cfg.cluster.ps), len(cfg.cluster.worker)
@@ -221,8 +320,9 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
         model = models.build_model(cfg.model, cfg.width, plan.splits if plan else None)
         if strategy:
             strategy.check_complete()
-        logits = model(tf.constant(x), training=True)
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.constant(y), logits=logits))
+        logits = model(tf.constant(x, name=SYNTHETIC_X), training=True)
+        labels = tf.constant(y, name=SYNTHETIC_Y)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
         variables = [v.value for v in model.trainable_variables]  # Keras 3 Variable -> tf.Variable
         opt = tf.compat.v1.train.SyncReplicasOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(cfg.learning_rate),
@@ -233,8 +333,6 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
         if cfg.pad_s > 0:
             grads = padded(grads, cfg.pad_s)
         train_op = opt.apply_gradients(grads, global_step=global_step)
-    # 0 initial tokens: lock step (see the module docstring)
-    sync_hook = opt.make_session_run_hook(is_chief=cfg.task == 0, num_tokens=0)
 
     bytes_per_ps = {f"/job:ps/task:{i}": 0 for i in range(num_ps)}
     variables_per_ps = dict.fromkeys(bytes_per_ps, 0)
@@ -242,7 +340,7 @@ def build_train_graph(cfg: JobConfig) -> TrainGraph:
         ps = _ps_name(v.device)
         bytes_per_ps[ps] += v.shape.num_elements() * v.dtype.base_dtype.size
         variables_per_ps[ps] += 1
-    return TrainGraph(train_op, global_step, sync_hook, bytes_per_ps, variables_per_ps, _ps_name(global_step.device))
+    return TrainGraph(train_op, global_step, None, bytes_per_ps, variables_per_ps, _ps_name(global_step.device)), opt
 
 
 def padded(grads: list[tuple[Any, Any]], pad_s: float) -> list[tuple[Any, Any]]:
@@ -291,8 +389,7 @@ def _make_session(cfg: JobConfig, server: Any, graph: TrainGraph) -> tuple[Any, 
     over the emulated network."""
     import tensorflow as tf
 
-    saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=2)
-    scaffold = tf.compat.v1.train.Scaffold(saver=saver)
+    saver, scaffold = (graph.saver, graph.scaffold) if graph.scaffold is not None else _saver_and_scaffold()
     config = _session_config(cfg)
     if cfg.task == 0:
         creator = tf.compat.v1.train.ChiefSessionCreator(
@@ -304,6 +401,13 @@ def _make_session(cfg: JobConfig, server: Any, graph: TrainGraph) -> tuple[Any, 
         session_creator=creator, hooks=[graph.sync_hook], stop_grace_period_secs=STOP_GRACE_S
     )
     return sess, saver
+
+
+def _saver_and_scaffold() -> tuple[Any, Any]:
+    import tensorflow as tf
+
+    saver = tf.compat.v1.train.Saver(sharded=True, max_to_keep=2)
+    return saver, tf.compat.v1.train.Scaffold(saver=saver)
 
 
 def _import_tensorflow(threads: int) -> Any:
@@ -347,7 +451,7 @@ def run_worker(cfg: JobConfig, out: Emitter) -> None:
     """
     _import_tensorflow(cfg.threads)
     server = _start_server(cfg)
-    graph = build_train_graph(cfg)
+    graph = adopt_template(TEMPLATE, cfg) if TEMPLATE is not None else build_train_graph(cfg)
     sess, saver = _make_session(cfg, server, graph)
     chief_saves = cfg.task == 0 and cfg.checkpoint_every > 0
     if chief_saves:
@@ -355,7 +459,15 @@ def run_worker(cfg: JobConfig, out: Emitter) -> None:
     try:
         start_step = int(sess.run(graph.global_step))
         now = time.time()
-        out.emit("ready", job="worker", task=cfg.task, t=now, startup_s=now - IMPORTED_UNIX_S, global_step=start_step)
+        out.emit(
+            "ready",
+            job="worker",
+            task=cfg.task,
+            t=now,
+            startup_s=now - IMPORTED_UNIX_S,
+            global_step=start_step,
+            graph="built" if TEMPLATE is None else "shared",
+        )
         step, local = start_step, 0
         while step < cfg.iterations:
             t_start, start = time.time(), time.perf_counter()
