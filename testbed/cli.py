@@ -282,7 +282,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from testbed.modelreplay import replay_model_figure
     from testbed.report import write_report
 
-    names = figure.figure_names("all") if args.figure == "all" else [args.figure]
+    group = figure.group_names(args.figure)
+    names = group if group is not None else [args.figure]
     models = figure.figure_names("model")
     for name in names:
         if name in models:  # Figs. 6-7: analytic + flow model, no emulation (saved points are reused)
@@ -312,7 +313,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         headline = speedup_table(out)
         if headline:
             print(headline)
-    if args.figure == "all":
+    if group is not None:
         from testbed.report import overview
 
         print(overview(figure.REPO / "results", [n for n in names if n not in models]))
@@ -468,9 +469,13 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("run_b")
     cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser(
-        "replay", help="replay a figure of the PSNet paper (fig1 fig6 fig7 fig9 fig10 fig11 fig12 fig13 all)"
+        "replay", help="replay a figure (fig1 ... fig13, rat-fig6, hips-table3, ...) or a group of them"
     )
-    rp.add_argument("figure")
+    rp.add_argument(
+        "figure",
+        help="a figure file's name (workloads/figures/NAME.yaml), or a group: psnet (the PSNet paper's Figs. 1, "
+        "6-7, 9-13), rat, hips, all",
+    )
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
     rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")
     rp.add_argument("--fresh", action="store_true", help="rerun points already finished")

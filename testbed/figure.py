@@ -5,6 +5,7 @@ Shared by the sweep that runs a figure and the report that draws it, so neither 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -113,6 +114,20 @@ def figure_names(mode: Literal["emulated", "model", "all"] = "emulated") -> list
         return names
     model = {n for n in names if _is_model_file(FIGURES / f"{n}.yaml")}
     return sorted(model) if mode == "model" else [n for n in names if n not in model]
+
+
+#: `testbed replay GROUP`: the figures of one paper. The PSNet paper's files are named figN; the
+#: other papers' start with their system's name (rat-fig6, hips-table3). `all` is every figure.
+GROUPS = {"psnet": r"fig\d+", "rat": r"rat-.+", "hips": r"hips-.+"}
+
+
+def group_names(group: str, mode: Literal["emulated", "model", "all"] = "all") -> list[str] | None:
+    """The figures (of `mode`, as figure_names) that `testbed replay GROUP` runs, numbers in order;
+    None when GROUP is not `all` or a paper of GROUPS (then it names one figure)."""
+    if group != "all" and group not in GROUPS:
+        return None
+    names = [n for n in figure_names(mode) if group == "all" or re.fullmatch(GROUPS[group], n)]
+    return sorted(names, key=lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)])  # fig9 < fig10
 
 
 def _is_model_file(path: Path) -> bool:

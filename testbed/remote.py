@@ -44,7 +44,7 @@ from emulation.ssh import (
     remote_home,
     run_streamed,
 )
-from testbed.figure import FIGURES, REPO, TOPOLOGIES, figure_names, load_figure
+from testbed.figure import FIGURES, REPO, TOPOLOGIES, group_names, load_figure
 from topologies.schema import InputError, check_name, is_safe_name, read_yaml
 
 LOG = logging.getLogger(__name__)
@@ -119,7 +119,8 @@ def _plan_run(path: Path) -> Plan:
 def _plan_replay(ns: argparse.Namespace, verbose: list[str]) -> Plan:
     from testbed.sweep import points_to_run
 
-    names = figure_names() if ns.figure == "all" else [ns.figure]
+    group = group_names(ns.figure, "emulated")
+    names = group if group is not None else [ns.figure]
     push: list[tuple[bytes, str]] = []
     topologies: set[str] = set()
     for name in names:

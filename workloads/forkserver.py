@@ -22,7 +22,12 @@ A worker's graph is built here too, once per job: at the first worker task of a 
 builds that worker's graph (psjob.build_template) and forks every worker of the job from it; each
 sets its own device and batch on it (psjob.adopt_template, psjob.GraphTemplate says why). Every
 child reseeds TensorFlow's random generator first, which the build started (workloads.tf_rng).
-`PSNET_SHARED_GRAPH=0` has every worker build its own.
+Workers come from a server of their own, which builds the graphs; PSs from one that never builds:
+a PS forked from a process that had built a graph hung at its first step (seen here on
+2026-11-23: every worker of the job waiting for its sync token, the chief's aggregation waiting
+for gradients), whichever job it was, while workers forked after a build ran. So a testbed
+process that runs jobs has two servers. `PSNET_SHARED_GRAPH=0` has every worker build its own
+(and one server forks every task).
 
 Why not multiprocessing's fork server: it imports the parent's main script again in the server
 and in every child (a user's script without a main guard would run twice), and it hands every
@@ -114,22 +119,23 @@ class ForkedTask:
 class ForkServer:
     """The server process and the one socket to it (started once per process, on first use)."""
 
-    _current: ForkServer | None = None
+    _current: dict[bool, ForkServer] = {}
     _create = threading.Lock()
 
     @classmethod
-    def get(cls) -> ForkServer:
+    def get(cls, builds_graphs: bool) -> ForkServer:
         with cls._create:
-            s = cls._current
+            s = cls._current.get(builds_graphs)
             if s is None or s.owner != os.getpid() or s.proc.poll() is not None:
-                s = cls._current = cls()
+                s = cls._current[builds_graphs] = cls(builds_graphs)
             return s
 
-    def __init__(self) -> None:
+    def __init__(self, builds_graphs: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.owner = os.getpid()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid())],
+            [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid())]
+            + ["graphs" if builds_graphs else "plain"],
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -208,13 +214,21 @@ class ForkServer:
 
 def start_task(ns_pid: int, argv: list[str], env: dict[str, str], cwd: str) -> ForkedTask:
     """Start `argv` (python -m workloads.psjob ...) as the host whose shell is `ns_pid`."""
-    return ForkServer.get().start(ns_pid, argv, env, cwd)
+    return ForkServer.get(builds_graphs=shares_graph(argv, env)).start(ns_pid, argv, env, cwd)
+
+
+def shares_graph(argv: list[str], env: dict[str, str]) -> bool:
+    """Whether a task is a worker to fork from the server that builds worker graphs (the other
+    server forks PSs: see the module docstring), unless PSNET_SHARED_GRAPH=0."""
+    if env.get(SHARED_GRAPH_SWITCH, os.environ.get(SHARED_GRAPH_SWITCH, "1")) == "0":
+        return False
+    return "--job" in argv and argv[argv.index("--job") + 1 :][:1] == ["worker"]
 
 
 # ---------------------------------------------------------------- the server
 
 
-def serve(fd: int, parent: int) -> None:
+def serve(fd: int, parent: int, builds_graphs: bool) -> None:
     """Import TensorFlow once, then fork a task per request until the runner goes."""
     libc = ctypes.CDLL(None, use_errno=True)
     if os.getppid() != parent:  # the runner is gone already
@@ -253,7 +267,7 @@ def serve(fd: int, parent: int) -> None:
                     os.close(f)
                 continue
             req = json.loads(data)
-            template = _template_for(template, req)
+            template = _template_for(template, req) if builds_graphs else None
             pid = os.fork()
             if pid == 0:
                 sel.close()
@@ -264,12 +278,10 @@ def serve(fd: int, parent: int) -> None:
 
 def _template_for(template: Any, req: dict) -> Any:
     """The worker graph for this request's task (psjob.GraphTemplate), built here unless the last
-    one built is its job's already; None for a PS, with PSNET_SHARED_GRAPH=0, or when the build
-    failed (the task builds its own then, and reports what fails)."""
+    one built is its job's already; None when the build failed (the task builds its own then,
+    and reports what fails)."""
     from workloads import psjob
 
-    if req["env"].get(SHARED_GRAPH_SWITCH, os.environ.get(SHARED_GRAPH_SWITCH, "1")) == "0":
-        return template
     if tf_rng.slot() is None:  # the children could not be given random streams of their own
         return None
     if template is not None and template.key == psjob.template_key(req["args"]):
@@ -353,4 +365,4 @@ def _enter(libc: ctypes.CDLL, ns_pid: int, kind: str, flag: int) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), int(sys.argv[2]))
+    serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "graphs")

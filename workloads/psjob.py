@@ -222,10 +222,10 @@ class GraphTemplate:
     both can be set on the built graph before a session exists.
 
     The template is complete: the saver's and the scaffold's ops are built with it and its graph is
-    finalized, so a forked task adds no op but the chief's no_op of no initial tokens. Building ops
-    in the child would hang: TF's shape inference evaluates constant subgraphs on a thread pool
-    of the graph's ("tf_graph_runner"), started in the server by the build, and a fork copies the
-    pool without its thread (seen: workers waiting forever before their first step)."""
+    finalized, so a forked task adds no op but the chief's no_op of no initial tokens. Ops built
+    in the child could wait forever: TF's shape inference evaluates constant subgraphs on a
+    thread pool of the graph's ("tf_graph_runner"), which the build started in the server, and a
+    fork copies the pool without its thread."""
 
     key: tuple[str, ...]
     task: int
@@ -263,6 +263,12 @@ def build_template(args: list[str]) -> GraphTemplate | None:
     if cfg.job != "worker":
         return None
     tf = _import_tensorflow(cfg.threads)
+    import keras
+
+    # Keras numbers layers per process: without this a second build names its variables conv2d_13
+    # where a worker that built its own (and the checkpoint it saved) says conv2d. Also resets
+    # the default graph.
+    keras.utils.clear_session(free_memory=False)
     tf.compat.v1.reset_default_graph()
     pieces, optimizer = _build(cfg)
     pieces.saver, pieces.scaffold = _saver_and_scaffold()
