@@ -34,6 +34,15 @@ def test_model_figures_are_listed_apart_from_sweeps():
         load_model_figure("fig13")
 
 
+def test_replay_groups_are_one_papers_figures_in_number_order():
+    assert figure.group_names("psnet") == ["fig1", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig13"]
+    assert figure.group_names("psnet", "emulated") == ["fig1", "fig9", "fig10", "fig11", "fig12", "fig13"]
+    assert figure.group_names("rat") == ["rat-fig6", "rat-fig7"]
+    assert figure.group_names("hips") == ["hips-table1", "hips-table3"]
+    assert sorted(figure.group_names("all")) == sorted(figure.figure_names("all"))  # psnet-modules too
+    assert figure.group_names("fig13") is None  # one figure, not a group
+
+
 def test_fattree_radix_is_the_smallest_two_pods_holding_the_job():
     assert [fattree_k(n) for n in (128, 129, 224, 752)] == [16, 18, 22, 40]
 
