@@ -199,3 +199,37 @@ def iperf(tb: Testbed, pairs: list[tuple[str, str]], seconds: float = 3.0, base_
         s.kill()
         s.wait()
     return out
+
+
+def rates_measured_twice_if_slow(
+    tb: Testbed, pairs: list[tuple[str, str]], seconds: float, floor_mbps: float
+) -> list[tuple[list[Rate], int]]:
+    """Concurrent TCP flows (iperf) and the TCP segments their sources retransmitted
+    meanwhile; measured once more when their total fell below `floor_mbps`.
+
+    Why once more, and only from below: a shaper lets no more than its rate through, so a sample
+    above the range is a fault at the first try, while a low one may be the host rather than the
+    shaper (the other core busy, a retransmission timeout early in a 3-s sample). The suite saw
+    81% and 62.6% samples on 2026-11-23 where 16 back-to-back samples of the same paths, on the
+    same machine, gave 93.8-95.7%. Callers judge the last sample and show every one."""
+    sources = sorted({s for s, _ in pairs})
+    samples: list[tuple[list[Rate], int]] = []
+    for _attempt in range(2):
+        before = tcp_retrans(tb, sources)
+        rates = iperf(tb, pairs, seconds)
+        samples.append((rates, tcp_retrans(tb, sources) - before))
+        if sum(r.achieved_mbps for r in rates) >= floor_mbps:
+            break
+    return samples
+
+
+def describe_samples(samples: list[tuple[list[Rate], int]]) -> str:
+    """'95.6 Mbit/s (95.6%)', or every sample when there were two: '81.1 Mbit/s (81.1%, 14 segments
+    retransmitted); again: 95.2 Mbit/s (95.2%)'."""
+    out = []
+    for rates, retrans in samples:
+        total = sum(r.achieved_mbps for r in rates)
+        share = f"{total / rates[0].configured_mbps:.1%}" if len(rates) == 1 else f"{len(rates)} flows"
+        extra = f", {retrans} segments retransmitted" if len(samples) > 1 else ""
+        out.append(f"{total:.1f} Mbit/s ({share}{extra})")
+    return "; again: ".join(out)

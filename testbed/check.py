@@ -98,55 +98,20 @@ def check_ps_nics(tb: Testbed, packets: int = 200) -> list[Row]:
     return rows
 
 
-def rates_measured_twice_if_slow(
-    tb: Testbed, pairs: list[tuple[str, str]], seconds: float, floor_mbps: float
-) -> list[tuple[list[measure.Rate], int]]:
-    """Concurrent TCP flows (measure.iperf) and the TCP segments their sources retransmitted
-    meanwhile; measured once more when their total fell below `floor_mbps`.
-
-    Why once more, and only from below: a shaper lets no more than its rate through, so a sample
-    above the range is a fault at the first try, while a low one may be the host rather than the
-    shaper (the other core busy, a retransmission timeout early in a 3-s sample). The suite saw
-    81% and 62.6% samples on 2026-11-23 where 16 back-to-back samples of the same paths, on the
-    same machine, gave 93.8-95.7%. Callers judge the last sample and show every one."""
-    sources = sorted({s for s, _ in pairs})
-    samples: list[tuple[list[measure.Rate], int]] = []
-    for _attempt in range(2):
-        before = measure.tcp_retrans(tb, sources)
-        rates = measure.iperf(tb, pairs, seconds)
-        samples.append((rates, measure.tcp_retrans(tb, sources) - before))
-        if sum(r.achieved_mbps for r in rates) >= floor_mbps:
-            break
-    return samples
-
-
-def describe_samples(samples: list[tuple[list[measure.Rate], int]]) -> str:
-    """'95.6 Mbit/s (95.6%)', or every sample when there were two: '81.1 Mbit/s (81.1%, 14 segments
-    retransmitted); again: 95.2 Mbit/s (95.2%)'."""
-    out = []
-    for rates, retrans in samples:
-        total = sum(r.achieved_mbps for r in rates)
-        configured = sum(r.configured_mbps for r in rates) if len(rates) == 1 else None
-        share = f"{total / configured:.1%}" if configured else f"{len(rates)} flows"
-        extra = f", {retrans} segments retransmitted" if len(samples) > 1 else ""
-        out.append(f"{total:.1f} Mbit/s ({share}{extra})")
-    return "; again: ".join(out)
-
-
 def check_shaping(tb: Testbed, seconds: float = 3.0) -> list[Row]:
     """One TCP flow on a worker->PS (or server) pair: achieved goodput / configured rate (once
-    more if it fell short: rates_measured_twice_if_slow)."""
+    more if it fell short: measure.rates_measured_twice_if_slow)."""
     src, dst = tb.model.intended_pairs()[0]
     lo, hi = SHAPING_RANGE
     configured = measure.bottleneck_mbps(tb, src, dst)
-    samples = rates_measured_twice_if_slow(tb, [(src, dst)], seconds, lo * configured)
+    samples = measure.rates_measured_twice_if_slow(tb, [(src, dst)], seconds, lo * configured)
     (last,), _ = samples[-1]
     return [
         Row(
             "shaping",
             f"{src}->{dst}",
             f"{lo:.0%}-{hi:.0%} of {configured:g} Mbit/s",
-            describe_samples(samples),
+            measure.describe_samples(samples),
             lo <= last.ratio <= hi,
         )
     ]

@@ -9,7 +9,6 @@ import pytest
 
 from emulation import measure
 from emulation.net import Testbed
-from testbed.check import describe_samples, rates_measured_twice_if_slow
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/{}.yaml"
@@ -88,17 +87,17 @@ def test_failed_tor_switch_recircuits_and_repair_brings_workers_home(psnet):
 def test_rate_change_is_shaped_and_survives_a_cable_bounce(psnet):
     tb = psnet
     w, ps = "w1_1_1", "ps1_1"
-    full = rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.9 * 100)
-    assert full[-1][0][0].achieved_mbps > 0.9 * 100, describe_samples(full)  # 1000 Mbit/s paper, scale 10
+    full = measure.rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.9 * 100)
+    assert full[-1][0][0].achieved_mbps > 0.9 * 100, measure.describe_samples(full)  # 1000 Mbit/s paper, scale 10
     assert tb.set_rate(w, "ecs1", 400) == pytest.approx(40)
-    slow = rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.85 * 40)
-    assert 0.85 * 40 < slow[-1][0][0].achieved_mbps < 1.05 * 40, describe_samples(slow)
+    slow = measure.rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.85 * 40)
+    assert 0.85 * 40 < slow[-1][0][0].achieved_mbps < 1.05 * 40, measure.describe_samples(slow)
     tb.set_link(w, "ecs1", up=False)
     assert not any(verdicts(tb, [(w, ps)]).values())
     tb.set_link(w, "ecs1", up=True)
-    again = rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.85 * 40)
+    again = measure.rates_measured_twice_if_slow(tb, [(w, ps)], 3, 0.85 * 40)
     # the qdisc outlived the link going down
-    assert 0.85 * 40 < again[-1][0][0].achieved_mbps < 1.05 * 40, describe_samples(again)
+    assert 0.85 * 40 < again[-1][0][0].achieved_mbps < 1.05 * 40, measure.describe_samples(again)
 
 
 def test_fattree_failed_agg_link_is_routed_around(no_leftovers):

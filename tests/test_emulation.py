@@ -7,7 +7,7 @@ import pytest
 
 from emulation import measure
 from emulation.net import Testbed
-from testbed.check import check_mtu, check_ps_nics, check_shaping, describe_samples, rates_measured_twice_if_slow
+from testbed.check import check_mtu, check_ps_nics, check_shaping
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/{}.yaml"
@@ -69,9 +69,9 @@ def test_switch_egress_is_shaped_when_flows_share_a_cable(tb):
         pytest.skip("needs two workers circuited to one PSNet ToR")
     ps = tb.model.pss()[0].name
     nic = next(ln for ln in tb.model.links_between(ps, "t1_1")).mbps
-    samples = rates_measured_twice_if_slow(tb, [(w[0], ps), (w[1], ps)], 3, 0.90 * nic)
+    samples = measure.rates_measured_twice_if_slow(tb, [(w[0], ps), (w[1], ps)], 3, 0.90 * nic)
     total = sum(r.achieved_mbps for r in samples[-1][0])
-    assert 0.90 * nic <= total <= 1.0 * nic, (describe_samples(samples), nic)
+    assert 0.90 * nic <= total <= 1.0 * nic, (measure.describe_samples(samples), nic)
 
 
 def test_hosts_receive_in_napi_threads_of_their_own(tb):

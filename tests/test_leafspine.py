@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from emulation import measure
 from emulation.net import Testbed
-from testbed.check import describe_samples, rates_measured_twice_if_slow, run_checks
+from testbed.check import run_checks
 from topologies.model import LinkKind
 from workloads.schemes import compile_scheme
 from workloads.schemes.emulated import run_in_testbed
@@ -33,10 +34,10 @@ def test_topo_check_passes(tb: Testbed):
 
 def test_an_uplink_is_shaped_to_n_b_over_o_s(tb: Testbed):
     """A cross-leaf flow is held to one spine cable: 2 x 50 / (2 x 2) = 25 Mbit/s emulated."""
-    samples = rates_measured_twice_if_slow(tb, [("h0_2", "h1_2")], 3, 0.90 * 25.0)
+    samples = measure.rates_measured_twice_if_slow(tb, [("h0_2", "h1_2")], 3, 0.90 * 25.0)
     (r,), _ = samples[-1]
     assert r.configured_mbps == pytest.approx(25.0)
-    assert 0.90 <= r.ratio <= 1.0, describe_samples(samples)
+    assert 0.90 <= r.ratio <= 1.0, measure.describe_samples(samples)
 
 
 def _uplink_tx(tb: Testbed) -> int:

@@ -150,9 +150,9 @@ def test_every_pair_reaches_and_packets_take_the_models_wires(tb):
 
 @pytest.mark.root
 def test_a_two_hop_flow_is_shaped(tb):
-    from testbed.check import describe_samples, rates_measured_twice_if_slow
+    from emulation import measure
 
-    samples = rates_measured_twice_if_slow(tb, [("s0_0", "s1_1")], 3, 0.90 * 25.0)
+    samples = measure.rates_measured_twice_if_slow(tb, [("s0_0", "s1_1")], 3, 0.90 * 25.0)
     (r,), _ = samples[-1]
     assert r.configured_mbps == pytest.approx(25.0)
-    assert 0.90 <= r.ratio <= 1.0, describe_samples(samples)
+    assert 0.90 <= r.ratio <= 1.0, measure.describe_samples(samples)
