@@ -60,7 +60,8 @@ SHARED_GRAPH_SWITCH = "PSNET_SHARED_GRAPH"
 PSJOB = "workloads.psjob"
 CLONE_NEWNET, CLONE_NEWNS = 0x40000000, 0x00020000
 PR_SET_PDEATHSIG = 1
-#: seconds a start waits for the server (the first waits for its TensorFlow import too)
+#: seconds a start waits for the server (the first waits for its TensorFlow import too, a job's
+#: first worker for its graph build: ~12 s of CPU for ResNet110)
 START_TIMEOUT_S = 120.0
 MAX_MSG = 1 << 20
 

@@ -69,11 +69,9 @@ def reseed() -> bool:
         return False
     engine = ctypes.c_void_p.from_address(where).value
     if engine:
-        words = (ctypes.c_uint64 * (STATE_WORDS + 1)).from_address(engine)
-        fresh = os.urandom(8 * STATE_WORDS)
-        for k in range(STATE_WORDS):
-            words[k] = int.from_bytes(fresh[8 * k : 8 * k + 8], "little")
-        words[STATE_WORDS] = STATE_WORDS  # index at the end: the next draw regenerates the state
+        ctypes.memmove(engine, os.urandom(8 * STATE_WORDS), 8 * STATE_WORDS)
+        # the index at the end: the next draw regenerates the state from these words
+        ctypes.c_size_t.from_address(engine + 8 * STATE_WORDS).value = STATE_WORDS
     return True
 
 
