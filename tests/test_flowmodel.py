@@ -96,6 +96,39 @@ def test_fast_paths_are_the_controllers(path, strategy):
     assert fast_paths(IndexedNetwork.of(net), circuits, list(ref)) == ref
 
 
+@pytest.mark.parametrize(
+    "path", ["fattree-testbed.yaml", "fattree-k4.yaml", "psnet-testbed.yaml", "bcube-4-1.yaml"]
+)
+def test_least_loaded_is_the_first_of_the_least_loaded_candidates(path):
+    """`balanced`'s choice without listing candidates equals min((max load, summed load)) over every
+    candidate in the controller's order, under seeded random loads full of ties (few values)."""
+    import random
+    from collections import Counter
+
+    from controller.routing import _edges, routing_graph
+    from topologies.model import Role
+    from workloads.flowmodel.routes import _Router
+
+    net = IndexedNetwork.of(build_network(load_network(REPO / "topologies" / path).spec))
+    g = routing_graph(net, initial_circuits(net))
+    router = _Router(g, {n.name for n in net.nodes.values() if (not n.is_host or n.relay) and n.role != Role.ECS})
+    rng = random.Random(7)
+    load = Counter({(u, attrs["ports"][u]): rng.randint(0, 3) for u, v, attrs in g.edges(data=True)})
+    load.update({(v, attrs["ports"][v]): rng.randint(0, 3) for u, v, attrs in g.edges(data=True)})
+    hosts = [h.name for h in net.hosts()]
+    checked = 0
+    for src in hosts:
+        for dst in hosts:
+            if src != dst and router.count(src, dst) > 1:
+                best = min(
+                    router.all(src, dst),
+                    key=lambda p: (max(load[e] for e in _edges(p)), sum(load[e] for e in _edges(p))),
+                )
+                assert router.least_loaded(src, dst, load) == best, (src, dst)
+                checked += 1
+    assert checked >= 2  # PSNet: only pairs whose circuits give a choice
+
+
 @pytest.mark.parametrize("name", ["psnet-vgg16.yaml", "fattree-vgg16.yaml"])
 def test_prototypes_agree_with_the_paper_model(name):
     """One bottleneck with equal flows (the PS NIC): the model is exact there, so within 1%."""
