@@ -284,9 +284,13 @@ class Monitor:
         self._count_drops()
         return self.verdict(since, loopback_only)
 
-    def verdict(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
+    def verdict(self, since: float | None = None, loopback_only: bool = False, until: float | None = None) -> Verdict:
+        """Judge the windows between `since` and `until` (unix times; None: open-ended), e.g. one
+        round of a job that runs a point's repetitions as rounds. Datapath drops and TCP
+        retransmissions are counted over the whole run (start() to stop()), whatever the span."""
         counted = {"drops": self.drops, "retrans": self.retrans, "send_buffer": self.send_buffer}
         counted["loopback_only"] = loopback_only
-        windows = [w for w in self.windows if since is None or w.t >= since] or self.windows
+        windows = [w for w in self.windows if (since is None or w.t >= since) and (until is None or w.t <= until)]
+        windows = windows or self.windows
         counted["phases"] = phases(windows) if windows else None
-        return judge(FidelityInputs.from_samples(after(self.samples, since), self.intfs, **counted))
+        return judge(FidelityInputs.from_samples(after(self.samples, since, until), self.intfs, **counted))

@@ -209,6 +209,8 @@ class Sampler(Periodic):
         return True
 
 
-def after(samples: Sequence[Sample], since: float | None) -> list[Sample]:
-    """The windows that ended at or after `since` (unix time), or all of them if none did."""
-    return [s for s in samples if since is None or s.t >= since] or list(samples)
+def after(samples: Sequence[Sample], since: float | None, until: float | None = None) -> list[Sample]:
+    """The windows that ended at or after `since` (and, with `until`, that began by then: a window
+    overlapping the span counts), or all of them if none did."""
+    out = [s for s in samples if (since is None or s.t >= since) and (until is None or s.t - s.dt_s <= until)]
+    return out or list(samples)

@@ -307,7 +307,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             write_report(fig, out, sweep.points_to_run(fig, args.quick), reps, {}, quick=args.quick)
         else:
             out = sweep.run_figure(
-                name, quick=args.quick, repeat=args.repeat, fresh=args.fresh, progress=not args.no_progress
+                name,
+                quick=args.quick,
+                repeat=args.repeat,
+                fresh=args.fresh,
+                progress=not args.no_progress,
+                repeat_as=args.repeat_as,
             )
         print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
         headline = speedup_table(out)
@@ -479,6 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
     rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")
     rp.add_argument("--fresh", action="store_true", help="rerun points already finished")
+    rp.add_argument(
+        "--repeat-as",
+        choices=["rounds", "runs"],
+        default=None,
+        help="a point's repetitions as rounds of one job (one network and TF process set per point) or as "
+        "separate runs (default: the figure file's repeat_as, rounds)",
+    )
     rp.add_argument(
         "--report-only",
         action="store_true",

@@ -86,6 +86,11 @@ class Figure(BaseModel):
     emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
     compress: float = 1.0
     repeat: int = Field(default=3, ge=1, description="runs per point (a 95% CI needs several)")
+    repeat_as: Literal["rounds", "runs"] = Field(
+        default="rounds",
+        description="rounds: a point's repetitions are rounds of one job (one network, one set of TF processes: "
+        "workloads.rounds); runs: a separate job each",
+    )
     job: dict[str, Any] = Field(default_factory=dict)
     points: list[Point]
     quick: Quick | None = None

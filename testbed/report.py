@@ -199,6 +199,10 @@ class FigureReport(BaseModel):
     metric: str = Field(default="bct", description="bct | gst: what the points' means are of")
     quick: bool
     repetitions: int = Field(description="repetitions asked for per point")
+    repeat_as: str = Field(
+        default="runs",
+        description="rounds: the repetitions of a point were rounds of one job (workloads.rounds); runs: separate jobs",
+    )
     job: dict[str, Any]
     emulated_mbps: float | None
     compress: float
@@ -457,11 +461,20 @@ def _compress_text(rep: FigureReport) -> str:
     return ", ".join(f"{g or '-'} {'/'.join(f'{c:g}' for c in sorted(cs))}" for g, cs in by_group.items())
 
 
+#: how report.md says that a point's repetitions were rounds of one job
+ROUNDS_TEXT = (
+    " (as rounds of one job per point: one network, one set of TF processes, one warm-up; each round "
+    "its own steps, verdict and step split: workloads.rounds)"
+)
+
+
 def markdown(rep: FigureReport) -> str:
     """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
     lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
     lines += [
-        f"- points: {len(rep.points)}, repetitions each: {rep.repetitions}; job: {json.dumps(rep.job)}",
+        f"- points: {len(rep.points)}, repetitions each: {rep.repetitions}"
+        + (ROUNDS_TEXT if rep.repeat_as == "rounds" else "")
+        + f"; job: {json.dumps(rep.job)}",
         f"- emulated worker rate: {rep.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
         f"bytes divided together, so S/B is the paper's); compress {_compress_text(rep)}: model "
         "bytes divided further, so communication takes 1/compress of the paper's time",
@@ -532,6 +545,7 @@ def write_report(
         metric=fig.metric,
         quick=quick,
         repetitions=reps,
+        repeat_as="rounds" if any("round" in x for r in rows for x in r.summaries) else "runs",
         job=fig.job,
         emulated_mbps=fig.emulated_mbps,
         compress=fig.compress,

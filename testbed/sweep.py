@@ -3,14 +3,18 @@
     testbed replay fig13 [--quick] [--repeat N] [--fresh]
 
 Each point runs `repeat` times (3 by default; the quick subset once) through the same `run_job`
-as `testbed run`, into results/<figure>/points/<id>/rep<k>/. A finished repetition (its
+as `testbed run`, into results/<figure>/points/<id>/rep<k>/. By default (`repeat_as: rounds`) a
+point's repetitions are rounds of one job: one network, one set of TF processes, warm-up + R x n
+steps, each round summarised on its own into its rep<k>/ (workloads.rounds); `repeat_as: runs`
+(or `--repeat-as runs`) runs a separate job per repetition. A finished repetition (its
 summary.json complete) is kept and skipped next time, so an interrupted sweep resumes where it
 stopped. Before a point runs, its offered load is checked against the emulator's budget; a point
 over it gets a larger scale (rates and bytes divided together: S/B is kept), and the report says so.
 
 A repetition is run once more, in the same folder, before the sweep gives up on it: at twice the
 scale when it finished but was judged not faithful (half the load on the emulator, S/B kept), at
-the same scale when it stalled (workloads.stall). The first attempt's summary is kept beside it
+the same scale when it stalled (workloads.stall); the repetitions of a point due the same retry
+run again together, as rounds of one job. The first attempt's summary is kept beside it
 (attempt1-summary.json) and the summary records the retry (`retries`), which the report quotes.
 A kept repetition that is not faithful and was not retried yet is retried on resume.
 
@@ -31,6 +35,7 @@ from testbed.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point
 from testbed.report import write_report
 from topologies.build import build_network
 from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
+from workloads import rounds
 from workloads.experiment import ExperimentSpec, JobSpec
 from workloads.schemes.hips import VARIANTS as HIPS_VARIANTS
 
@@ -173,40 +178,78 @@ def needs_run(d: Path) -> bool:
 def run_repetition(
     exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str, rescale: bool = True
 ) -> None:
-    """One repetition, run once more on a stall or an unfaithful result (see the module docstring);
-    a failure after that is logged, and the report marks the repetition as failed. `rescale=False`
-    keeps an unfaithful result as it is (a matrix holds every cell at one rate and gradient size)."""
-    kept = finished(d)  # a resumed repetition that is not faithful: only its retry is due
-    why = retry_reason(kept) if kept else _attempt(exp, spec, source, d, origin)
-    if why is None or (not rescale and why[1] != 1.0):
-        return
-    reason, factor = why
-    retry = {"why": reason, "scale": spec.scale, "rerun_scale": spec.scale * factor}
-    LOG.warning("%s: running it once more at scale %g: %s", d, spec.scale * factor, reason)
-    if (d / "summary.json").exists():
-        (d / "summary.json").replace(d / "attempt1-summary.json")
-    if factor != 1:
-        spec = parse_spec({**spec.model_dump(), "scale": spec.scale * factor}, source)
-    _attempt(exp, spec, source, d, origin)
-    f = d / "summary.json"
-    s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
-    (d / "summary.json").write_text(json.dumps({**s, "retries": [retry]}, indent=1))
+    """One repetition, as a separate run (run_repetitions with one folder)."""
+    run_repetitions(exp, spec, source, [d], origin, rescale)
 
 
-def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str) -> tuple[str, float] | None:
-    """Run the repetition; why it should run once more (retry_reason), or None."""
+def run_repetitions(
+    exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str, rescale: bool = True
+) -> None:
+    """A point's repetitions into `dirs`: those not finished run as rounds of one job (one folder:
+    one run), then each is run once more on a stall or an unfaithful result (see the module
+    docstring), the ones due the same retry together, again as rounds of one job. A failure after
+    that is logged, and the report marks the repetition as failed. `rescale=False` keeps an
+    unfaithful result as it is (a matrix holds every cell at one rate and gradient size)."""
+    todo = [d for d in dirs if finished(d) is None]
+    stall = _attempt(exp, spec, source, todo, origin) if todo else None
+    due: dict[Path, tuple[str, float]] = {}
+    if stall is not None:
+        due |= {d: retry_reason(None, stall, stalled=True) for d in todo if finished(d) is None}
+    for d in dirs:
+        s = finished(d)
+        why = retry_reason(s) if s and not s.get("retries") else None
+        if d not in due and why is not None and (rescale or why[1] == 1.0):
+            due[d] = why
+    for factor in sorted({f for _, f in due.values()}):
+        group = [d for d, (_, f) in due.items() if f == factor]
+        _retry(exp, spec, source, group, origin, factor, {d: due[d][0] for d in group})
+
+
+def _retry(
+    exp: ExperimentSpec,
+    spec: TopologySpec,
+    source: str,
+    dirs: list[Path],
+    origin: str,
+    factor: float,
+    why: dict[Path, str],
+) -> None:
+    """Run these repetitions once more at `factor` times the scale; each summary records why."""
+    for d in dirs:
+        LOG.warning("%s: running it once more at scale %g: %s", d, spec.scale * factor, why[d])
+        if (d / "summary.json").exists():
+            (d / "summary.json").replace(d / "attempt1-summary.json")
+    rerun = parse_spec({**spec.model_dump(), "scale": spec.scale * factor}, source) if factor != 1 else spec
+    _attempt(exp, rerun, source, dirs, origin)
+    for d in dirs:
+        f = d / "summary.json"
+        s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
+        retry = {"why": why[d], "scale": spec.scale, "rerun_scale": rerun.scale}
+        f.write_text(json.dumps({**s, "retries": [retry]}, indent=1))
+
+
+def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str) -> str | None:
+    """Run the repetitions (several: as rounds of one job, workloads.rounds); the stall's message
+    if the job stalled (the sweep runs the unfinished ones once more), else None."""
     from workloads.runner import RunError, run_job
     from workloads.stall import Stalled
 
     try:
-        run_job(exp, spec, source, d, progress=False, source=origin)
+        run_job(exp, spec, source, dirs[0], progress=False, source=origin, more_rounds=dirs[1:])
     except Stalled as err:
-        LOG.error("%s: %s", d, err)
-        return retry_reason(None, str(err), stalled=True)
+        LOG.error("%s: %s", dirs[0], err)
+        return str(err)[:WHY_CHARS]
     except RunError as err:  # keep going: the report marks the point as failed
-        LOG.error("%s: %s", d, err)
-        return None
-    return retry_reason(finished(d))
+        LOG.error("%s: %s", dirs[0], err)
+    return None
+
+
+def _by_point(todo: list[tuple[Point, int, bool]]) -> list[tuple[tuple[Point, bool], list[int]]]:
+    """The sweep's runs grouped per point (and comparison), repetitions in order."""
+    groups: dict[tuple[str, bool], tuple[Point, list[int]]] = {}
+    for p, k, cmp in todo:
+        groups.setdefault((p.id, cmp), (p, []))[1].append(k)
+    return [((p, cmp), ks) for (_, cmp), (p, ks) in groups.items()]
 
 
 def run_figure(
@@ -216,8 +259,10 @@ def run_figure(
     fresh: bool = False,
     results: Path = REPO / "results",
     progress: bool = True,
+    repeat_as: str | None = None,
 ) -> Path:
-    """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder."""
+    """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder.
+    `repeat_as`: rounds or runs (workloads.rounds), over the figure file's `repeat_as`."""
     from tqdm import tqdm
 
     fig = load_figure(name)
@@ -230,19 +275,22 @@ def run_figure(
     notes: dict[str, str] = {}
     ran = False
     t0 = time.monotonic()
-    bar = tqdm(todo, desc=f"{name}", unit="run", disable=not progress)
-    for point, k, cmp in bar:
-        d = run_dir(out, fig, point, k, cmp)
+    bar = tqdm(total=len(todo), desc=f"{name}", unit="run", disable=not progress)
+    for (point, cmp), ks in _by_point(todo):
+        dirs = [run_dir(out, fig, point, k, cmp) for k in ks]
         spec, source, note = point_topology(fig, point)
         if note:
             notes[point.id] = note
-        if not needs_run(d):
-            bar.set_postfix_str(f"{d.parent.name} rep{k}: kept")
-            continue
-        bar.set_postfix_str(f"{d.parent.name} rep{k}")
-        ran = True
-        exp = point_experiment(fig, point, quick, compare=cmp)
-        run_repetition(exp, spec, source, d, f"{FIGURES / name}.yaml#{d.parent.name}")
+        due = [d for d in dirs if needs_run(d)]
+        label = f"{dirs[0].parent.name} rep{','.join(d.name[3:] for d in due)}" if due else dirs[0].parent.name
+        bar.set_postfix_str(label if due else f"{label}: kept")
+        if due:
+            ran = True
+            exp = point_experiment(fig, point, quick, compare=cmp)
+            together = (repeat_as or fig.repeat_as) == "rounds" and not rounds.eligible(exp)
+            for group in [due] if together else [[d] for d in due]:
+                run_repetitions(exp, spec, source, group, f"{FIGURES / name}.yaml#{dirs[0].parent.name}")
+        bar.update(len(dirs))
     bar.close()
     summaries = [run_dir(out, fig, p, k, cmp) / "summary.json" for p, k, cmp in todo]
     queued = sum(json.loads(f.read_text()).get("timings", {}).get("lock_wait_s", 0.0) for f in summaries if f.exists())

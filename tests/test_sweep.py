@@ -213,12 +213,25 @@ def test_a_claim_naming_a_missing_series_or_paper_number_is_one_line():
 @pytest.mark.root
 @pytest.mark.tf
 def test_quick_replay_end_to_end_then_resume(tmp_path):
-    out = sweep.run_figure("fig13", quick=True, results=tmp_path, progress=False)
+    """Two repetitions per point, run as two rounds of one job (workloads.rounds): one set of TF
+    processes per point, each round its own summary over its own step, the run's files in both."""
+    out = sweep.run_figure("fig13", quick=True, repeat=2, results=tmp_path, progress=False)
     rows = list(csv.DictReader((out / "summary.csv").open()))
     assert [r["point"] for r in rows] == ["psnet-vgg16", "fattree-r1-vgg16"]
-    assert all(float(r["bct_mean_s"]) > 0 and r["reps"] == "1" and r["fidelity"] for r in rows)
+    assert all(float(r["bct_mean_s"]) > 0 and r["reps"] == "2" and r["fidelity"] for r in rows)
+    for pid in ("psnet-vgg16", "fattree-r1-vgg16"):
+        point = out / "points" / pid
+        s1, s2 = (json.loads((point / f"rep{k}" / "summary.json").read_text()) for k in (1, 2))
+        assert s1["complete"] and s2["complete"]
+        assert (s1["round"]["steps"], s2["round"]["steps"]) == ([2, 2], [3, 3])  # warm-up 1, then 1 step each
+        assert s1["bct_s"]["n"] == s2["bct_s"]["n"] == 1 and s1["bct_s"]["mean"] != s2["bct_s"]["mean"]
+        events = [json.loads(ln) for ln in (point / "rep2" / "events.jsonl").read_text().splitlines()]
+        ready = [(e["job"], e.get("task")) for e in events if e.get("event") == "ready"]
+        assert len(ready) == len(set(ready)) == s1["workers"] + s1["ps"]  # each process started once
+        iters = list(csv.DictReader((point / "rep1" / "iterations.csv").open()))
+        assert sorted({int(r["step"]) for r in iters}) == [1, 2, 3]
     report = (out / "report.md").read_text()
-    assert "## Fidelity" in report
+    assert "## Fidelity" in report and "repetitions each: 2 (as rounds of one job per point" in report
     assert (out / "fig13.png").stat().st_size > 10_000
     # the claim's outcome follows the verdicts: judged on the numbers only when both points were faithful
     ps, ft = ({p["id"]: p for p in report_json(out)["points"]}[i] for i in ("psnet-vgg16", "fattree-r1-vgg16"))

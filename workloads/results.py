@@ -97,14 +97,17 @@ def summarize(
     error: str,
     compress: float,
     flows: dict | None = None,
+    steps: tuple[int, int] | None = None,
 ) -> dict:
     """Per-step BCT (the slowest worker of each step) after warm-up, with the model beside it.
     A restarted job's repeated steps count once per attempt (they were really run twice).
-    `flows`: C measured on the busiest shared link (emulation.flows.Busiest.as_dict)."""
+    `flows`: C measured on the busiest shared link (emulation.flows.Busiest.as_dict). `steps`:
+    (after, up to) a round's steps only (workloads.rounds), else every step after warm-up."""
     spec = jr.spec
+    lo, hi = steps or (spec.warmup, None)
     by_step: dict[tuple[int, int], float] = {}
     for r in jr.iterations():
-        if r["step"] > spec.warmup:  # steps count from 1
+        if lo < r["step"] and (hi is None or r["step"] <= hi):  # steps count from 1
             key = (r["attempt"], r["step"])
             by_step[key] = max(by_step.get(key, 0.0), r["bct_s"])
     done = [r for p in jr.current() for r in p.lines if r["event"] == "done"]

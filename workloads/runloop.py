@@ -17,6 +17,7 @@ from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 from workloads.inject import Injector
 from workloads.procs import JobRun, Proc, RunError
 from workloads.results import timeline_outputs, write_lines
+from workloads.rounds import write_rounds
 from workloads.stall import StallWatch
 
 
@@ -120,14 +121,18 @@ def conclude(
     error: str,
     interrupted: bool,
     failure: type[RunError] = RunError,
+    per_round: dict[Path, dict] | None = None,
 ) -> RunResult:
-    """Write what a run measured (lines, timeline outputs, summary.json), then end it as it ended:
-    KeyboardInterrupt if the user stopped it, `failure` (RunError or a kind of it the sweep tells
-    apart) if it failed, else its result."""
+    """Write what a run measured (lines, timeline outputs, summary.json; with `per_round`, each
+    other round's folder: workloads.rounds), then end it as it ended: KeyboardInterrupt if the
+    user stopped it, `failure` (RunError or a kind of it the sweep tells apart) if it failed, else
+    its result."""
     write_lines(out, jobs, events)
     if exp.timeline or exp.random_failures or len(jobs) > 1:
         summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if per_round:
+        write_rounds(out, per_round)
     if interrupted:
         raise KeyboardInterrupt
     if error:

@@ -21,6 +21,7 @@ import json
 import logging
 import queue
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from emulation.fidelity import Monitor
@@ -30,7 +31,7 @@ from emulation.net import Testbed
 from emulation.traffic import write_links_csv
 from topologies.build import build_network
 from topologies.schema import TopologySpec
-from workloads import hosttime
+from workloads import hosttime, rounds
 from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 from workloads.inject import Injector, Unrecoverable, plan_timeline
 from workloads.predict import choose_width, placement_prediction, prediction
@@ -60,11 +61,22 @@ def run_experiment(
 
 
 def run_job(
-    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, progress: bool = True, source: str = ""
+    exp: ExperimentSpec,
+    topo: TopologySpec,
+    topo_source: str,
+    out: Path,
+    progress: bool = True,
+    source: str = "",
+    more_rounds: Sequence[Path] = (),
 ) -> RunResult:
     """Build the network, run the job(s) with the timeline, write `out`, tear down. Raises
     RunError on failure (after writing what was measured, marked incomplete). A job that names
-    a synchronisation scheme runs through the scheme engine instead (workloads.schemes.job)."""
+    a synchronisation scheme runs through the scheme engine instead (workloads.schemes.job).
+    `more_rounds`: run 1 + len(more_rounds) rounds of the job's iterations in one job, `out`
+    holding round 1 and each of these folders the next (workloads.rounds)."""
+    rnds = rounds.plan(exp.main.warmup, exp.main.iterations, 1 + len(more_rounds)) if more_rounds else []
+    if rnds:
+        exp = rounds.widen(exp, len(rnds))
     if exp.main.scheme != "tf-ps":
         from workloads.schemes.job import run_scheme_job
 
@@ -115,17 +127,17 @@ def run_job(
             events = tb.request("events")["events"]
             nics = {h: nic_bytes(tb, h) for jr in jobs for h in jr.ps}
             timings = dict(tb.timings)
-    summaries = {}
-    for jr in jobs:
-        s = summarize(
-            jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress, busiest.as_dict()
-        )
+
+    def job_summary(jr: JobRun, verdict, complete: bool, error: str, steps: tuple[int, int] | None = None) -> dict:
+        s = summarize(jr, net, sizes[jr.spec.name][1], verdict, complete, error, exp.compress, busiest.as_dict(), steps)
         s["predicted"] = predicted[jr.spec.name]
         ht = host[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
         s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time, _pad(ht)
         s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
-        summaries[jr.spec.name] = s
+        return s
+
+    summaries = {jr.spec.name: job_summary(jr, verdict, jr.done and complete, error) for jr in jobs}
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     write_links_csv(out / "links.csv", monitor.windows)
@@ -134,7 +146,20 @@ def run_job(
         summary["jobs"] = summaries
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
-    return conclude(out, exp, jobs, injector, events, summary, complete, error, interrupted, failure)
+    per_round: dict[Path, dict] = {}
+    rows = jobs[0].iterations()
+    for rnd, d in zip(rnds, [out, *more_rounds], strict=True):  # each round: its own steps, span and verdict
+        t_from, t_to = rounds.span(rows, rnd)
+        ok = rounds.finished(rows, rnd, len(jobs[0].workers))
+        v = monitor.verdict(t_from, loopback_only=main.colocate_ps, until=t_to) if t_from is not None else verdict
+        s = job_summary(jobs[0], v, ok, "" if ok else error, (rnd.after, rnd.upto))
+        s["step_split"] = step_split([r for r in rows if rnd.has(r["step"])], rnd.after, monitor.windows)
+        # the run's NIC bytes; its bring-up and lock wait once (round 1), so sums over rounds count them once
+        keep = {"ps_nic_bytes": summary["ps_nic_bytes"], "timings": timings if d == out else {}}
+        per_round[d] = {**s, **keep, "name": exp.name, "round": rnd.as_dict([out, *more_rounds])}
+    if per_round:
+        summary = per_round[out]
+    return conclude(out, exp, jobs, injector, events, summary, complete, error, interrupted, failure, per_round)
 
 
 def _host_times(

@@ -85,6 +85,10 @@ def resplit(run_dir: Path) -> dict | None:
         for r in rows
     ]
     summary = json.loads(summary_path.read_text())
-    summary["step_split"] = step_split(iterations, int(job.get("warmup", 0)), read_links_csv(links))
+    after, upto = int(job.get("warmup", 0)), None
+    if "round" in summary:  # one round of a job that ran a point's repetitions (workloads.rounds)
+        after, upto = summary["round"]["steps"][0] - 1, summary["round"]["steps"][1]
+    iterations = [r for r in iterations if upto is None or r["step"] <= upto]
+    summary["step_split"] = step_split(iterations, after, read_links_csv(links))
     summary_path.write_text(json.dumps(summary, indent=1))
     return summary
