@@ -96,9 +96,7 @@ def test_fast_paths_are_the_controllers(path, strategy):
     assert fast_paths(IndexedNetwork.of(net), circuits, list(ref)) == ref
 
 
-@pytest.mark.parametrize(
-    "path", ["fattree-testbed.yaml", "fattree-k4.yaml", "psnet-testbed.yaml", "bcube-4-1.yaml"]
-)
+@pytest.mark.parametrize("path", ["fattree-testbed.yaml", "fattree-k4.yaml", "psnet-testbed.yaml", "bcube-4-1.yaml"])
 def test_least_loaded_is_the_first_of_the_least_loaded_candidates(path):
     """`balanced`'s choice without listing candidates equals min((max load, summed load)) over every
     candidate in the controller's order, under seeded random loads full of ties (few values)."""
