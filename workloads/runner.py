@@ -148,7 +148,7 @@ def run_job(
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     per_round: dict[Path, dict] = {}
     rows = jobs[0].iterations()
-    for rnd, d in zip(rnds, [out, *more_rounds], strict=True):  # each round: its own steps, span and verdict
+    for rnd, d in zip(rnds, [out, *more_rounds] if rnds else [], strict=True):  # each round: own steps and verdict
         t_from, t_to = rounds.span(rows, rnd)
         ok = rounds.finished(rows, rnd, len(jobs[0].workers))
         v = monitor.verdict(t_from, loopback_only=main.colocate_ps, until=t_to) if t_from is not None else verdict
