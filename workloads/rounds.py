@@ -44,6 +44,11 @@ class Round:
     after: int
     upto: int
 
+    @property
+    def steps(self) -> tuple[int, int]:
+        """(after, up to): what `workloads.results.summarize` takes to count the round's steps only."""
+        return self.after, self.upto
+
     def has(self, step: int) -> bool:
         return self.after < step <= self.upto
 

@@ -127,17 +127,17 @@ def run_job(
             events = tb.request("events")["events"]
             nics = {h: nic_bytes(tb, h) for jr in jobs for h in jr.ps}
             timings = dict(tb.timings)
-
-    def job_summary(jr: JobRun, verdict, complete: bool, error: str, steps: tuple[int, int] | None = None) -> dict:
-        s = summarize(jr, net, sizes[jr.spec.name][1], verdict, complete, error, exp.compress, busiest.as_dict(), steps)
+    summaries = {}
+    for jr in jobs:
+        s = summarize(
+            jr, net, sizes[jr.spec.name][1], verdict, jr.done and complete, error, exp.compress, busiest.as_dict()
+        )
         s["predicted"] = predicted[jr.spec.name]
         ht = host[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
         s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time, _pad(ht)
         s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
-        return s
-
-    summaries = {jr.spec.name: job_summary(jr, verdict, jr.done and complete, error) for jr in jobs}
+        summaries[jr.spec.name] = s
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     write_links_csv(out / "links.csv", monitor.windows)
@@ -152,11 +152,19 @@ def run_job(
         t_from, t_to = rounds.span(rows, rnd)
         ok = rounds.finished(rows, rnd, len(jobs[0].workers))
         v = monitor.verdict(t_from, loopback_only=main.colocate_ps, until=t_to) if t_from is not None else verdict
-        s = job_summary(jobs[0], v, ok, "" if ok else error, (rnd.after, rnd.upto))
-        s["step_split"] = step_split([r for r in rows if rnd.has(r["step"])], rnd.after, monitor.windows)
-        # the run's NIC bytes; its bring-up and lock wait once (round 1), so sums over rounds count them once
-        keep = {"ps_nic_bytes": summary["ps_nic_bytes"], "timings": timings if d == out else {}}
-        per_round[d] = {**s, **keep, "name": exp.name, "round": rnd.as_dict([out, *more_rounds])}
+        # the run's summary (predictions, host time, NIC bytes) with the round's own steps and verdict
+        mine = summarize(
+            jobs[0], net, sizes[main.name][1], v, ok, "" if ok else error, exp.compress, busiest.as_dict(), rnd.steps
+        )
+        split = step_split([r for r in rows if rnd.has(r["step"])], rnd.after, monitor.windows)
+        per_round[d] = {
+            **summary,
+            **mine,
+            "step_split": split,
+            "name": exp.name,
+            "timings": timings if d == out else {},  # bring-up and lock wait counted once, in round 1
+            "round": rnd.as_dict([out, *more_rounds]),
+        }
     if per_round:
         summary = per_round[out]
     return conclude(out, exp, jobs, injector, events, summary, complete, error, interrupted, failure, per_round)
