@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -200,6 +203,22 @@ def test_calibration_measures_and_caches(tmp_path: Path) -> None:
     assert cache.stat().st_mtime_ns == mtime
     forced = calibrate(batch_size=2, cache_path=cache, force=True)
     assert forced.measured_unix_s > first.measured_unix_s
+
+
+@pytest.mark.tf
+def test_a_calibration_keeps_tensorflows_start_up_lines_out_of_the_terminal(tmp_path: Path) -> None:
+    """A fresh process (TF not yet imported, as `testbed replay` on a new clone): TensorFlow 2.21's
+    C++ start-up lines ignore TF_CPP_MIN_LOG_LEVEL and write to fd 2; they go to tensorflow.log
+    beside the cache instead of the replay's terminal, and our own stderr works again after."""
+    code = (
+        "import sys; from pathlib import Path; from workloads.calibrate import calibrate; "
+        f"c = calibrate(batch_size=2, cache_path=Path({str(tmp_path / 'calibration.json')!r})); "
+        "print('after', c.p_w_samples_per_s > 0, file=sys.stderr)"
+    )
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
+    assert p.stderr.strip() == "after True", p.stderr
+    assert "oneDNN" in (tmp_path / "tensorflow.log").read_text()
 
 
 def test_eq5_follows_the_busiest_tor_of_an_unbalanced_deployment() -> None:

@@ -19,12 +19,14 @@ calibration costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import logging
 import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -186,6 +188,25 @@ def write_cache(path: Path, cache: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+@contextlib.contextmanager
+def native_stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 points at `path` (appended) inside the block. TensorFlow 2.21's C++
+    start-up lines (absl's "log messages before absl::InitializeLog()", oneDNN's notice) go to fd 2
+    whatever TF_CPP_MIN_LOG_LEVEL says, so a calibration in the testbed's own process would print
+    them into a replay's terminal; Python's logging cannot filter a C++ write."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as f:
+            os.dup2(f.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def calibrate(
     build_model: ModelBuilder = default_model,
     model_name: str = "tiny-cnn",
@@ -207,13 +228,14 @@ def calibrate(
     if not force and key in cache:
         log.debug("calibration cache hit %s", key)
         return Calibration(**cache[key])
-    threads = _limit_threads(THREADS)
-    if threads != THREADS:
-        key = cache_key(model_name, batch_size, version, threads)
-    model = build_model()
-    model_bytes = int(sum(v.numpy().nbytes for v in model.trainable_variables))
-    p_w = measure_p_w(model, batch_size)
-    p_s = measure_p_s(model_bytes)
+    with native_stderr_to(path.with_name("tensorflow.log")):
+        threads = _limit_threads(THREADS)
+        if threads != THREADS:
+            key = cache_key(model_name, batch_size, version, threads)
+        model = build_model()
+        model_bytes = int(sum(v.numpy().nbytes for v in model.trainable_variables))
+        p_w = measure_p_w(model, batch_size)
+        p_s = measure_p_s(model_bytes)
     cal = Calibration(model_name, batch_size, version, threads, p_w, p_s, model_bytes, time.time())
     log.info("calibrated %s: P_w %.1f samples/s, P_s %.3g bytes/s", key, p_w, p_s)
     cache[key] = asdict(cal)
