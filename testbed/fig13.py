@@ -35,6 +35,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from workloads import bct_model
+
 #: the mode of runs that state none: their host time is the scaled job's own
 DEFAULT_MODE = "scaled"
 
@@ -115,6 +117,21 @@ def paper_bct_s(summary: dict) -> float | None:
         return None
     split = summary["step_split"]
     return split["comm_s"]["mean"] * float(summary.get("compress") or 1.0) + split["rest_s"]["mean"]
+
+
+def paper_bounds(pred: dict, compress: float) -> tuple[float, float] | None:
+    """The model's (BCT_min, BCT_max) in paper-equivalent seconds: T_pull and T_push x compress,
+    the host terms (T_compute, T_ps_update, T_sync) as they are; None without the model's terms."""
+    if not all(pred.get(k) is not None for k in ("t_pull_s", "t_push_s", "t_compute_s", "t_ps_update_s")):
+        return None
+    terms = (
+        pred["t_pull_s"] * compress,
+        pred["t_compute_s"],
+        pred["t_push_s"] * compress,
+        pred["t_ps_update_s"],
+        pred.get("t_sync_s") or 0.0,
+    )
+    return bct_model.bct_min_s(*terms), bct_model.bct_max_s(*terms)
 
 
 def decompose(row: RowLike) -> Decomposition | None:

@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,6 +337,25 @@ def bars_paper_equivalent(rows: list[Row]) -> bool:
     return any(v is not None and v[1] == PAPER_EQ for v in views) and all(r.bct_paper for r in rows if r.bct)
 
 
+def lines_paper_equivalent(rows: list[Row]) -> bool:
+    """Whether a line chart's panel shows paper-equivalent seconds: where its points ran
+    compressed (Fig. 9: VGG-16 at 32, ResNet50 at 8) and split their steps, as its
+    `bounded_by_model` claims judge them. As run, each compress sets a different fraction of the
+    paper's communication beside the same host time; in paper-equivalent seconds (measured points,
+    and the model's bounds: testbed.fig13.paper_bounds) it cancels."""
+    measured = [r for r in rows if r.bct is not None]
+    return any(r.compress != 1 for r in measured) and all(r.bct_paper is not None for r in measured)
+
+
+def _line(r: Row, paper_eq: bool) -> tuple[float | None, float, tuple[float, float] | None]:
+    """A line chart's point: (BCT, its 95% CI half-width, the model's (BCT_min, BCT_max)), as run
+    or in paper-equivalent seconds."""
+    if not paper_eq:
+        bounds = (r.pred["bct_min_s"], r.pred["bct_max_s"]) if r.pred.get("bct_max_s") else None
+        return r.bct, _err(r), bounds
+    return r.bct_paper, r.ci95_paper or 0.0, fig13.paper_bounds(r.pred, r.compress)
+
+
 def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     """Grouped bars (series within groups) or lines (x vs BCT, one panel per group, model lines);
     error bars are the 95% CI of each point's mean."""
@@ -349,6 +369,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     if fig.plot == "lines":
         fig_, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
         for ax, g in zip(axes[0], groups, strict=True):
+            paper_eq = lines_paper_equivalent([r for r in rows if r.point.group == g])
             for i, s in enumerate(series):
                 pts = sorted(
                     (r for r in rows if r.point.group == g and r.point.series == s and r.bct is not None),
@@ -358,36 +379,25 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     continue
                 color = f"C{i}"
                 xs = [r.point.x for r in pts]
+                lines = [_line(r, paper_eq) for r in pts]
                 ax.errorbar(
                     xs,
-                    [r.bct for r in pts],
-                    yerr=[_err(r) for r in pts],
+                    [y for y, _, _ in lines],
+                    yerr=[e for _, e, _ in lines],
                     fmt="o:",
                     capsize=3,
                     color=color,
                     label=f"{s} measured (95% CI)",
                 )
-                if all(r.pred.get("bct_max_s") for r in pts):
-                    ax.plot(
-                        xs,
-                        [r.pred["bct_max_s"] for r in pts],
-                        "-",
-                        color=color,
-                        alpha=0.6,
-                        label=f"{s} BCT_max (model)",
-                    )
-                    ax.plot(
-                        xs,
-                        [r.pred["bct_min_s"] for r in pts],
-                        "--",
-                        color=color,
-                        alpha=0.6,
-                        label=f"{s} BCT_min (model)",
-                    )
+                if all(b is not None for _, _, b in lines):
+                    ax.plot(xs, [b[1] for _, _, b in lines], "-", color=color, alpha=0.6, label=f"{s} BCT_max (model)")
+                    ax.plot(xs, [b[0] for _, _, b in lines], "--", color=color, alpha=0.6, label=f"{s} BCT_min (model)")
             ax.set_title(g)
             ax.set_xlabel(fig.xlabel)
-            ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} (s, emulated)")
-            ax.legend(fontsize=7)
+            unit = "paper-equivalent s" if paper_eq else "s, emulated"
+            ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit})")
+            if ax.get_legend_handles_labels()[0]:  # a panel with no point measured has no legend
+                ax.legend(fontsize=7)
             ax.grid(alpha=0.3)
     else:
         fig_, ax = plt.subplots(figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 4.5))
@@ -450,14 +460,23 @@ def _paper_eq_text(p: PointResult) -> str:
 
 
 def _compress_text(rep: FigureReport) -> str:
-    """The runs' compress: one number, or per group where points set their own (a wall-time knob:
-    speed-ups are then compared in paper-equivalent seconds, where it cancels)."""
-    by_group: dict[str, set[float]] = {}
-    for p in rep.points:
-        by_group.setdefault(p.group, set()).add(p.compress if p.compress is not None else rep.compress)
+    """The runs' compress: one number, or per group (else per series: Fig. 9's models) where
+    points set their own (a wall-time knob: speed-ups are then compared in paper-equivalent
+    seconds, where it cancels)."""
+
+    def by(key: Callable[[PointResult], str]) -> dict[str, set[float]]:
+        out: dict[str, set[float]] = {}
+        for p in rep.points:
+            out.setdefault(key(p), set()).add(p.compress if p.compress is not None else rep.compress)
+        return out
+
+    by_group = by(lambda p: p.group)
     values = set().union(*by_group.values()) if by_group else {rep.compress}
     if len(values) == 1:
         return f"{next(iter(values)):g}"
+    by_series = by(lambda p: p.series)
+    if any(len(cs) > 1 for cs in by_group.values()) and all(len(cs) == 1 for cs in by_series.values()):
+        by_group = by_series
     return ", ".join(f"{g or '-'} {'/'.join(f'{c:g}' for c in sorted(cs))}" for g, cs in by_group.items())
 
 

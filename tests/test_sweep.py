@@ -14,8 +14,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from testbed import cli, figure, sweep
-from testbed.report import bars_paper_equivalent, collect, overview, write_report
+from testbed import cli, fig13, figure, sweep
+from testbed.report import bars_paper_equivalent, collect, lines_paper_equivalent, overview, write_report
 from topologies.schema import fidelity_budget_mbps, one_line_error
 
 
@@ -444,20 +444,20 @@ def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_
     fig = figure.load_figure("fig13")
     assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "fattree" in p.id} == {
         "fattree-r1-vgg16": 4.0,
-        "fattree-r2-vgg16": 8.0,
-        "fattree-r5-vgg16": 16.0,
+        "fattree-r2-vgg16": 16.0,
+        "fattree-r5-vgg16": 32.0,
         "fattree-r1-resnet50": 2.0,
-        "fattree-r2-resnet50": 4.0,
-        "fattree-r5-resnet50": 8.0,
+        "fattree-r2-resnet50": 8.0,
+        "fattree-r5-resnet50": 16.0,
     }
     assert sweep.point_experiment(fig, fig.points[0], quick=True).compress == fig.quick.compress
     out = tmp_path / "fig13"
     splits = {  # emulated comm, rest per repetition (3 reps), compress
         "psnet-vgg16": ([2.5, 2.6, 2.7], 1.3, 4.0),
         "fattree-r1-vgg16": ([6.8, 6.9, 7.0], 0.3, 4.0),
-        # as run shorter than r=1 (compressed 2x and 4x more), paper-equivalent longer: 29.1, 33.9 s
-        "fattree-r2-vgg16": ([3.5, 3.6, 3.7], 0.3, 8.0),
-        "fattree-r5-vgg16": ([2.0, 2.1, 2.2], 0.3, 16.0),
+        # as run shorter than r=1 (compressed 4x and 8x more), paper-equivalent longer: 29.1, 33.9 s
+        "fattree-r2-vgg16": ([1.75, 1.8, 1.85], 0.3, 16.0),
+        "fattree-r5-vgg16": ([1.0, 1.05, 1.1], 0.3, 32.0),
     }
     for pid, (comms, rest, compress) in splits.items():
         p = next(p for p in fig.points if p.id == pid)
@@ -493,10 +493,50 @@ def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_
     assert bars_paper_equivalent(rows)
     assert [r.bct_paper for r in rows[:4]] == pytest.approx([sum(v) / 3 for v in paper_eq.values()])
     text = (out / "report.md").read_text()
-    assert "compress VGG-16 4/8/16, ResNet50 2/4/8:" in text
+    assert "compress VGG-16 4/16/32, ResNet50 2/8/16:" in text
     # decomposition: comm 2.6 x 4, one link (2.6 - 0.4) x 4, rest 1.3, in paper-equivalent seconds
     assert "| psnet-vgg16 | scaled | 3.900 | 10.40 | 8.80 | 1.30 | 11.70 |" in text
     assert "| 4 | 27.90 ±" in text
+
+
+def test_a_compressed_line_chart_is_drawn_and_bounded_in_paper_equivalent_seconds(tmp_path):
+    """Fig. 9 compresses VGG-16 4x more than ResNet50 (32 vs 8): a panel draws both, and the
+    model's bounds, in paper-equivalent seconds (T_pull and T_push x compress, host terms as they
+    are), where its bound claims judge them; the report names compress per model."""
+    fig = figure.load_figure("fig9")
+    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "-200" in p.id} == {
+        "psnet-vgg16-200": 32.0,
+        "psnet-resnet50-200": 8.0,
+        "fattree-vgg16-200": 32.0,
+        "fattree-resnet50-200": 8.0,
+    }
+    out = tmp_path / "fig9"
+    runs = {"psnet-vgg16-200": (1.5, 0.2, 32.0), "psnet-resnet50-200": (1.2, 0.6, 8.0)}  # comm, rest, compress
+    for pid, (comm, rest, compress) in runs.items():
+        p = next(p for p in fig.points if p.id == pid)
+        pred = {"t_pull_s": 0.7, "t_push_s": 0.7, "t_compute_s": 0.1, "t_ps_update_s": 0.05, "t_sync_s": 0.0}
+        pred |= {"bct_min_s": 0.7, "bct_max_s": 1.55, "t_comm_s": 1.4, "equation": "Eq. 5"}
+        for k in (1, 2, 3):
+            d = figure.rep_dir(out, p, k)
+            d.mkdir(parents=True)
+            s = with_split(fake_summary(comm + rest, 1.4), comm, rest)
+            d.joinpath("summary.json").write_text(json.dumps({**s, "predicted": pred, "compress": compress}))
+    claims = {c.label: c for c in write_report(fig, out, fig.points, 3, {})}
+    rows = [r for r in collect(out, fig.points, 3) if r.point.group == "(a) PSNet"]
+    assert lines_paper_equivalent(rows)
+    vgg = next(r for r in rows if r.point.id == "psnet-vgg16-200")
+    assert vgg.bct_paper == pytest.approx(1.5 * 32 + 0.2)
+    assert fig13.paper_bounds(vgg.pred, vgg.compress) == pytest.approx((0.7 * 32, 0.7 * 64 + 0.15))
+    assert fig13.paper_bounds({"t_push_s": 1.0}, 2.0) is None  # no model terms: no model line
+    # each bound claim reads its point in paper-equivalent seconds too, the bounds as run beside them
+    bound = claims["(a) PSNet VGG-16 B_w=200: measured within [BCT_min, BCT_max]"]
+    assert (bound.holds, bound.unit) == (False, "paper-equivalent")  # 48.2 > 44.95 x 1.05
+    assert bound.detail == "22.40 <= 48.20 <= 44.95 paper-equivalent s (as run 0.70 <= 1.70 <= 1.55 s) (5% slack)"
+    bound = claims["(a) PSNet ResNet50 B_w=200: measured within [BCT_min, BCT_max]"]
+    assert bound.holds is True  # as run 1.8 > 1.55 x 1.05 (host time weighs 8x); 1.2 x 8 + 0.6 = 10.2 <= 11.35
+    assert bound.values == {"bct_min_s": pytest.approx(5.6), "bct_max_s": pytest.approx(11.35)}
+    assert (out / "fig9.png").stat().st_size > 0
+    assert "compress VGG-16 32, ResNet50 8:" in (out / "report.md").read_text()
 
 
 def test_compare_points_must_be_the_figures_points():
