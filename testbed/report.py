@@ -339,7 +339,7 @@ def bars_paper_equivalent(rows: list[Row]) -> bool:
 
 def lines_paper_equivalent(rows: list[Row]) -> bool:
     """Whether a line chart's panel shows paper-equivalent seconds: where its points ran
-    compressed (Fig. 9: VGG-16 at 32, ResNet50 at 8) and split their steps, as its
+    compressed (Fig. 9: VGG-16 at 8-32, ResNet50 at 8) and split their steps, as its
     `bounded_by_model` claims judge them. As run, each compress sets a different fraction of the
     paper's communication beside the same host time; in paper-equivalent seconds (measured points,
     and the model's bounds: testbed.fig13.paper_bounds) it cancels."""

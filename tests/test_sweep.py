@@ -436,13 +436,18 @@ def test_fig13_runs_full_host_time_and_compares_the_scaled_mode(tmp_path):
     assert "measured (scaled host time)" in (out / "report.md").read_text()
 
 
+def point_compress(fig: figure.Figure, id_part: str) -> dict[str, float]:
+    """The compress each point whose id holds `id_part` runs at (its own, else the figure's)."""
+    return {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if id_part in p.id}
+
+
 def test_a_compressed_figure_takes_its_speed_up_in_paper_equivalent_seconds(tmp_path):
     """Each point's runs split their steps (communication, rest); compress differs per group (VGG-16
     at 4, ResNet50 at 2, as fig13.yaml has it) and within it (the slow r=2 and r=5 points more).
     The claims, the headline, its CI and the bars are in paper-equivalent seconds, where compress
     cancels; the ratio as run is kept beside it."""
     fig = figure.load_figure("fig13")
-    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "fattree" in p.id} == {
+    assert point_compress(fig, "fattree") == {
         "fattree-r1-vgg16": 4.0,
         "fattree-r2-vgg16": 16.0,
         "fattree-r5-vgg16": 32.0,
@@ -504,7 +509,7 @@ def test_a_compressed_line_chart_is_drawn_and_bounded_in_paper_equivalent_second
     model's bounds, in paper-equivalent seconds (T_pull and T_push x compress, host terms as they
     are), where its bound claims judge them; the report names compress per model."""
     fig = figure.load_figure("fig9")
-    assert {p.id: sweep.point_experiment(fig, p, quick=False).compress for p in fig.points if "-200" in p.id} == {
+    assert point_compress(fig, "-200") == {
         "psnet-vgg16-200": 32.0,
         "psnet-resnet50-200": 8.0,
         "fattree-vgg16-200": 32.0,
