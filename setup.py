@@ -1,6 +1,6 @@
 """psnet-testbed: packet-level emulation of PSNet, FatTree and BCube for parameter-server training."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="psnet-testbed",
@@ -8,7 +8,7 @@ setup(
     description="Mininet/OVS/os-ken testbed that measures batch completion time of "
     "parameter-server training on PSNet, FatTree and BCube",
     python_requires=">=3.11",
-    packages=["topologies", "controller", "emulation", "workloads", "testbed", "benchmarks"],
+    packages=find_packages(exclude=["tests", "tests.*"]),
     package_data={"topologies": ["*.yaml"]},
     entry_points={"console_scripts": ["testbed = testbed.cli:main"]},
 )

@@ -6,7 +6,7 @@ takes its gap to Eq. 6 apart against the one-module prototype at the same rate) 
 link rates (emulated 25, 50 and 100 Mbit/s, i.e. scale = paper rate / emulated rate), one
 synchronous parameter-server job each: VGG-16 at one fixed width (the same model bytes
 at every rate, so the communication time changes with the rate), BS = 1, 4 measured steps after
-1 warm-up step. Each point is one `workloads.runner.run_experiment` of a temporary experiment file
+1 warm-up step. Each point is one `runs.runner.run_experiment` of a temporary experiment file
 (written outside the repository, pointing at the topology file by absolute path); its results go
 to OUT/bct-runs/<point>/.
 
@@ -20,7 +20,7 @@ Per point, printed with its target beside it (nothing is asserted):
   monitor calls the run faithful;
 - the fidelity verdict: faithful?, ovs-vswitchd CPU p95 (share of a core), machine idle p5;
 - TF start-up per process (`startup_s` of every "ready" line in events.jsonl): median and max;
-- peak RSS per TF process: a sampler (emulation.sampler) follows every `python -m workloads.psjob`
+- peak RSS per TF process: a sampler (emulation.sampler) follows every `python -m tfjob.psjob`
   process descended from this one (the larger of the kernel's high-water mark VmHWM and the
   sampled RSS).
 
@@ -54,8 +54,8 @@ from benchmarks.bct_measure import (
     startup,
 )
 from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, maximum, md_table, median, meta
+from runs.runner import RunResult, run_experiment
 from topologies.schema import load_spec
-from workloads.runner import RunResult, run_experiment
 
 LOG = logging.getLogger(__name__)
 
@@ -188,10 +188,10 @@ def warm_calibration(width: float) -> float:
     run_experiment's prediction reads the same cache entry (key "<model>@w<width>"); measuring it
     here keeps the first point's queue time clean and the calibration off a running emulation.
     """
-    from workloads import calibrate, models
+    from tfjob import calibrate, dnn
 
     t = time.monotonic()
-    cal = calibrate.calibrate(lambda: models.build_model(MODEL, width), f"{MODEL}@w{width:.6g}", BATCH_SIZE)
+    cal = calibrate.calibrate(lambda: dnn.build_model(MODEL, width), f"{MODEL}@w{width:.6g}", BATCH_SIZE)
     LOG.info(
         "calibration %s@w%g: P_w %.1f samples/s, P_s %.3g B/s", MODEL, width, cal.p_w_samples_per_s, cal.p_s_bytes_per_s
     )
@@ -304,9 +304,9 @@ def format_tables(rows: list[dict]) -> str:
 
 def _eq6_terms(row: dict) -> dict[str, float]:
     """Eq. 6's per-flow rates of a two-module point, at its emulated rates."""
+    from models.bct_model import two_modules_terms_of
     from topologies.build import build_network
     from topologies.schema import parse_spec
-    from workloads.bct_model import two_modules_terms_of
 
     topo = TOP / "topologies" / f"{row['topology']}.yaml"
     data = yaml.safe_load(topo.read_text()) | {"scale": row["scale"]}

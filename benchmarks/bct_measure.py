@@ -16,13 +16,13 @@ import psutil
 
 from benchmarks.common import maximum, median
 from emulation.sampler import Sampler
-from workloads.forkserver import argv_words
+from tfjob.forkserver import argv_words
 
 TARGET_LOW, TARGET_HIGH = 0.95, 1.10  # measured / BCT_max
 #: "communication-bound": predicted T_push at least this many times T_compute
 COMM_BOUND_FACTOR = 10.0
 RSS_PERIOD_S = 0.5
-PSJOB = "workloads.psjob"
+PSJOB = "tfjob.psjob"
 
 
 def _arg(cmdline: list[str], flag: str) -> str | None:
@@ -44,7 +44,7 @@ def job_sampler(period_s: float = RSS_PERIOD_S) -> Sampler:
     """A sampler of this run's processes: the CPU of this process and its descendants (TF,
     controller, host shells), and the peak memory of its TF processes.
 
-    TF processes are the `python -m workloads.psjob` processes descended from this one (Mininet's
+    TF processes are the `python -m tfjob.psjob` processes descended from this one (Mininet's
     host.popen forks them from this process through mnexec), so TF processes of anything else on
     the machine (a test suite's loopback jobs) are left out.
     """

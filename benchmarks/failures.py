@@ -17,7 +17,7 @@ an aggregation switch) failed and repaired, a worker moved to another ToR and ba
 worker's cable at half rate and restored, and finally a PS failure (the job restarts on the
 standby from its last checkpoint, saved every 2 steps).
 
-Per event (workloads.recovery.recovery): the time the testbed took to apply it (controller,
+Per event (runs.recovery.recovery): the time the testbed took to apply it (controller,
 ECS dark period, host routes), recovery time (event -> BCT back within 10% of before), the BCT
 overhead (extra seconds over the slow steps), steps lost and the bytes TCP had to retransmit.
 Results: OUT/failures.json, OUT/failures.md, runs under OUT/failures-runs/. Nothing is asserted.
@@ -36,7 +36,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, md_table, meta
-from workloads.runner import RunError, run_experiment
+from runs.runner import run_experiment
+from workloads.errors import RunError
 
 LOG = logging.getLogger(__name__)
 #: ECS dark periods: none, an ECS's micro-seconds, and milli-seconds as optical circuit switches

@@ -9,15 +9,15 @@ has PSs, mesh, ring, halving-doubling, rat, hips where the topology has an addre
 gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emulated rate):
 1. emulated: the scheme engine's measured GST (slowest worker's synchronisation, compute 0), mean
    over the measured iterations, with the fidelity monitor's verdict;
-2. simulated on the same file, schedule and bytes (workloads.flowmodel): exact max-min (CM02,
+2. simulated on the same file, schedule and bytes (models.flow): exact max-min (CM02,
    uncalibrated), and again with a probe message latency (how many messages the critical path has);
-3. the fit (workloads.flowmodel.fit): LV08's bandwidth factor and a per-message latency, least
+3. the fit (models.flow.fit): LV08's bandwidth factor and a per-message latency, least
    squares on the log ratio over the faithful points; written to
    results/calibration/flowmodel-factors.json (the file the flow model reads);
 4. every point simulated again with the fitted factors: the table's calibrated column.
 
 The TF PS job (tf-ps) is not a point: its measured communication is the links' busy time in
-0.25-s windows (workloads.steptime) and TF splits the model by whole variables, not S/P, so its
+0.25-s windows (runs.steptime) and TF splits the model by whole variables, not S/P, so its
 error would be the measurement's and the split's, not the network model's; the engine's `ps` is
 the same push-then-pull pattern with exact bytes. Writes results/bench/flowmodel.{json,md}.
 """
@@ -39,7 +39,7 @@ from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, wri
 
 LOG = logging.getLogger("bench.flowmodel")
 SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat", "hips")
-#: the busiest cable's seconds at the emulated rate (workloads.schemes.count) of each point's bytes
+#: the busiest cable's seconds at the emulated rate (schemes.count) of each point's bytes
 SIZES_S = (0.5, 2.0)
 QUICK = {"topologies": ("leafspine-2rack.yaml",), "schemes": ("mesh", "ring"), "sizes": (0.4,), "iterations": 2}
 #: a point within this of the emulated time is "within 5%"
@@ -84,11 +84,11 @@ def _job(scheme: str, model_bytes: float, iterations: int):
 def cases(topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], iterations: int) -> list[Case]:
     """The points of one topology file: each applicable scheme at each size. A scheme the file
     cannot run (no PSs for ps, no address grid for hips, too few hosts) is skipped with a log line."""
+    from runs.engine_job import prepare
+    from schemes.count import expected_sync_s
     from topologies.build import build_network
     from topologies.schema import load_spec
     from workloads.experiment import ExperimentError
-    from workloads.schemes.count import expected_sync_s
-    from workloads.schemes.job import prepare
 
     spec = load_spec(TOP / "topologies" / topology)
     net = build_network(spec)
@@ -135,10 +135,10 @@ def emulate(todo: list[Case], tmp: Path, save: Path) -> list[dict]:
 
 def simulate_case(c: Case, config: dict[str, str]) -> float:
     """The flow model's time for the case's own schedule and bytes on its own network."""
-    from workloads.flowmodel.engine import simulate
-    from workloads.flowmodel.routes import flow_routes
-    from workloads.flowmodel.simulate import platform
-    from workloads.flowmodel.traffic import from_schedule
+    from models.flow.demands import from_schedule
+    from models.flow.links import platform
+    from models.flow.routes import flow_routes
+    from models.flow.simgrid import simulate
 
     traffic = from_schedule(c.prep.sched)
     routes = flow_routes(c.net, traffic.pairs())
@@ -153,8 +153,8 @@ def simulate_all(todo: list[Case], config: dict[str, str]) -> list[float]:
 
 def simulate_points(todo: list[Case], rows: list[dict]) -> list:
     """Per case: exact max-min, and the probe (b = 1, c = PROBE_S) for the critical path's length."""
-    from workloads.flowmodel.engine import BASE_CONFIG
-    from workloads.flowmodel.fit import Fit, Point, settings
+    from models.flow.fit import Fit, Point, settings
+    from models.flow.simgrid import BASE_CONFIG
 
     probe = settings(Fit(1.0, PROBE_S, 0.0, 0.0, 0))
     bases = simulate_all(todo, dict(BASE_CONFIG))
@@ -171,7 +171,7 @@ def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: d
     """Fit on the faithful points, write the factors file, simulate every point with them."""
     from dataclasses import asdict
 
-    from workloads.flowmodel.fit import fit, settings, write_factors
+    from models.flow.fit import fit, settings, write_factors
 
     points = simulate_points(todo, rows)
     used = [p for p, r in zip(points, rows, strict=True) if r["faithful"] and r["emulated_s"]]

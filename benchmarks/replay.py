@@ -5,7 +5,7 @@ Why a benchmark: one replay's speed-up moved ~20% between runs when points had 1
 steps; with 3 x 5 and full-size host time it should not. Each run goes into its own folder
 (`results/bench/replay-run1/fig13`, `replay-run2/...`, resumable with --keep), so the two are
 independent sweeps of the same code on the same machine. Per group the table gives the headline
-as the claim computes it (`host_time: full`; in paper-equivalent seconds, testbed.fig13, as the
+as the claim computes it (`host_time: full`; in paper-equivalent seconds, replays.decomposition, as the
 figure is compressed) and the ratio of the BCTs as run, each against the paper, with how many
 points were faithful and each sweep's wall time.
 """
@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
-from testbed import sweep
-from testbed.claims import AS_RUN
-from testbed.report import headlines, load_report
+from replays import sweep
+from replays.claims import AS_RUN
+from replays.report import headlines, load_report
 
 LOG = logging.getLogger("bench_replay")
 FIGURE = "fig13"

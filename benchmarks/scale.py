@@ -2,7 +2,7 @@
 hosts; wall time and max RSS of each part (model building and routing, the SimGrid subprocess).
 
 Each point runs in its own process (`--point`), so its max RSS is its own, and the SimGrid part
-in a subprocess of that one (workloads.flowmodel.engine). Writes results/bench/scale.json and
+in a subprocess of that one (models.flow.simgrid). Writes results/bench/scale.json and
 scale.md. No emulation: runs as any user, beside emulations (it competes for the 2 cores).
 """
 
@@ -64,8 +64,8 @@ def scheme_messages(kind: str, size: str, scheme: str) -> int:
 
 def run_point(kind: str, size: str, scheme: str, tmp: Path) -> dict:
     """One point in this process: plan, route, simulate; times and memory."""
-    from workloads.flowmodel.engine import peak_rss_mb
-    from workloads.flowmodel.simulate import plan, run
+    from models.flow.simgrid import peak_rss_mb
+    from runs.simulate import plan, run
 
     topo, sets = topology_sets(kind, size)
     exp = tmp / f"scale-{kind}.yaml"

@@ -5,7 +5,7 @@ what the engine costs, how it compares with Open MPI's own allreduce, and the la
 
 1. expected: per topology and scheme, measured GST (slowest worker's synchronisation per
    iteration) beside the schedule's own expectation, the bytes on the busiest cable over its rate
-   (workloads.schemes.count): a perfectly pipelined run meets it, TCP and the engine add the rest.
+   (schemes.count): a perfectly pipelined run meets it, TCP and the engine add the rest.
 2. overhead: the engine on loopback (no shaping, no Mininet): payload rate per host and CPU
    seconds per GB moved, i.e. what the engine itself costs on this machine's cores.
 3. mpi: our ring and halving-doubling beside Open MPI's ring (tuned algorithm 4) and
@@ -13,7 +13,7 @@ what the engine costs, how it compares with Open MPI's own allreduce, and the la
 4. largest: 64 hosts (leaf-spine 4 leaves x 16 hosts) in calibrated mode, ring and RAT, with the
    fidelity verdict: how far one machine carries a scheme run.
 5. hips: HiPS, MS (mesh) and RS (ring) on BCube(4,1) and the 4 x 4 Torus at two rates, measured GST
-   against HiPS Table 3's formula (workloads.schemes.gst); goal 0.90-1.15 on faithful runs.
+   against HiPS Table 3's formula (schemes.gst); goal 0.90-1.15 on faithful runs.
 Writes results/bench/schemes.json and schemes.md; prints the tables. No timed asserts: targets
 (ours within 10% of Open MPI; >= 64 hosts faithful) are printed beside the figures.
 """
@@ -53,10 +53,10 @@ def _job(scheme: str, iterations: int, **over):
 def _scheme_run(tb, net, job, scale: float, run_dir: Path) -> dict:
     """One scheme on a live testbed with a fidelity monitor: GST, expectation, verdict."""
     from emulation.fidelity import Monitor
-    from workloads.schemes.count import expected_sync_s
-    from workloads.schemes.emulated import run_in_testbed
-    from workloads.schemes.job import prepare
-    from workloads.stats import describe
+    from engine.emulated import run_in_testbed
+    from runs.engine_job import prepare
+    from runs.stats import describe
+    from schemes.count import expected_sync_s
 
     prep = prepare(job, net, scale, f"bench {job.scheme}")
     monitor = Monitor(net).start()
@@ -102,9 +102,9 @@ def expected_figure(files: dict[str, float], schemes: tuple[str, ...], iteration
 
 def overhead_figure(sizes: list[int], n_elems: int, iterations: int, tmp: Path) -> list[dict]:
     """The engine alone on loopback: sync time, payload MB/s per host, CPU s per GB moved."""
-    from workloads.schemes import compile_scheme
-    from workloads.schemes.launch import local_starter, run_scheme
-    from workloads.schemes.schedule import host_bytes
+    from engine.processes import local_starter, run_scheme
+    from schemes import compile_scheme
+    from schemes.schedule import host_bytes
 
     rows = []
     for w in sizes:
@@ -144,10 +144,10 @@ def overhead_figure(sizes: list[int], n_elems: int, iterations: int, tmp: Path) 
 def mpi_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
     """Ours and Open MPI's on the same hosts and bytes, at each emulated worker rate."""
     from emulation.net import Testbed
+    from engine.mpi import MpiError, run_mpi_allreduce
+    from runs.stats import describe
     from topologies.build import build_network
     from topologies.schema import load_spec, parse_spec
-    from workloads.schemes.mpi import MpiError, run_mpi_allreduce
-    from workloads.stats import describe
 
     base = load_spec(TOP / "topologies" / MPI_TOPOLOGY)
     rows = []
@@ -209,9 +209,9 @@ def hips_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
     """HiPS Table 3 measured: every server synchronises (HiPS's W = all N servers) with hips, mesh
     (MS) and ring (RS) at each emulated NIC rate, beside the formula for that network."""
     from emulation.net import Testbed
+    from schemes.gst import formula_s
     from topologies.build import build_network
     from topologies.schema import load_spec, parse_spec
-    from workloads.schemes.gst import formula_s
 
     rows = []
     for name in HIPS_TOPOLOGIES:

@@ -11,7 +11,7 @@ H = 2 the R parallel links are the R paths; after a cable or SuperNode failure t
 paths of what remains are used.
 
 Pure functions of the routing graph (networkx), so the CNC, the BCT model and the flow model
-(workloads.flowmodel.routes) share them.
+(models.flow.routes) share them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ gRPC (TensorFlow's PS transport) and loopback clients honour *_proxy variables (
 grpc_proxy, no_proxy, in either case), which would send emulated or loopback traffic to a proxy.
 The testbed starts the controller and the jobs with a clean environment, and a job scrubs its
 own again before TensorFlow is imported (it may be started by hand). Only the standard library
-here: `python -m workloads.psjob` imports it inside the hosts.
+here: `python -m tfjob.psjob` imports it inside the hosts.
 """
 
 from __future__ import annotations

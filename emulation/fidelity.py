@@ -19,13 +19,13 @@ Beside them, each host's TCP retransmissions over the run (/proc/PID/net/snmp of
 
 The busiest 1-s window alone under-reads short transfers (a ResNet50 push is shorter than a
 window) and over-reads a run that hit its rate once and crawled otherwise. So the monitor also
-samples the transfer phases (emulation.traffic: 0.25-s windows in which some link moved bytes)
+samples the transfer phases (emulation.phases: 0.25-s windows in which some link moved bytes)
 and, where it has them, the link side of the verdict is their bottleneck utilisation: over each
 phase's interior windows, the most any one link carried as a share of its rate, averaged over
 the phases by duration. That must reach PHASE_FULL for a starved machine's run to be faithful.
 
 The verdict is a pure function of its inputs (`judge(FidelityInputs)`): the monitor only samples
-(emulation.sampler, emulation.traffic), counts the drops once at the end, and condenses all of it
+(emulation.sampler, emulation.phases), counts the drops once at the end, and condenses all of it
 into those inputs.
 """
 
@@ -38,8 +38,8 @@ from pathlib import Path
 import psutil
 
 from emulation import datapath
+from emulation.phases import Phase, TrafficSampler, Window, phases
 from emulation.sampler import Sample, Sampler, after
-from emulation.traffic import Phase, TrafficSampler, Window, phases
 from topologies.model import Network
 
 #: ovs-vswitchd above this share of one core: it may be what limits the traffic

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Flow-model calibration: every shipped topology x every scheme the engine runs on it, emulated
-# (scheme engine GST, compute 0) and simulated on the same file and bytes (workloads/flowmodel);
+# (scheme engine GST, compute 0) and simulated on the same file and bytes (models/flow);
 # fits LV08's bandwidth factor and a per-message latency, writes the factors the flow model reads
 # (results/calibration/flowmodel-factors.json) and the table ($out/flowmodel.json, flowmodel.md).
 # Run as root on an otherwise idle machine (2 cores: other work changes every figure):

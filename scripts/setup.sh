@@ -74,9 +74,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ln -sfn /usr/lib/python3/dist-packages/mininet "$site/mininet"
-# Open MPI's Python binding, built for this interpreter: the reference allreduce (workloads/schemes/mpi.py)
+# Open MPI's Python binding, built for this interpreter: the reference allreduce (engine/mpi.py)
 ln -sfn /usr/lib/python3/dist-packages/mpi4py "$site/mpi4py"
-# SimGrid 3.32 (one compiled module, Python 3.11): the flow-level model (workloads/flowmodel)
+# SimGrid 3.32 (one compiled module, Python 3.11): the flow-level model (models/flow)
 ln -sfn /usr/lib/python3/dist-packages/simgrid.cpython-311-x86_64-linux-gnu.so "$site/"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages (first time: a few minutes, TensorFlow is large)"

@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
-from emulation.ssh import SSHError
+from servers.ssh import SSHError
 from topologies.schema import InputError
-from workloads.runner import RunError
+from workloads.errors import RunError
+
+REPO_DIR = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    from testbed.report import PointResult
+    from replays.report import PointResult
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
@@ -100,12 +102,17 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
-    hosts = Path(args.hosts) if args.hosts else None  # an inventory: real servers (workloads.hardware)
+    hosts = Path(args.hosts) if args.hosts else None  # an inventory: real servers (servers.hardware)
     if hosts is not None and not args.verbose:  # paramiko's transport chatter; failures are our one line
         logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    res = run_experiment(args.experiment, progress=not args.no_progress, hosts=hosts)
+    if hosts is not None:
+        from servers.hardware import run_hardware_experiment
+
+        res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=not args.no_progress)
+    else:
+        res = run_experiment(args.experiment, progress=not args.no_progress)
     s = res.summary
     if s.get("scheme"):
         _print_scheme_run(s, res.out_dir)
@@ -165,7 +172,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _print_scheme_run(s: dict, out_dir: Path) -> None:
-    """What `testbed run` prints for a scheme job (workloads.schemes.job)."""
+    """What `testbed run` prints for a scheme job (runs.engine_job)."""
     g, b = s["gst_s"], s["bct_s"]
     print(
         f"{s['name']}: {s['scheme']} ({s['compute']} compute) {s['model']} W={s['workers']} P={s['ps']} "
@@ -210,7 +217,7 @@ def _num(v: float | None, fmt: str = ".2f") -> str:
 
 
 def _print_timeline(tl: dict) -> None:
-    """The timeline's events with what each cost the job (workloads.recovery.recovery)."""
+    """The timeline's events with what each cost the job (runs.recovery.recovery)."""
     print(
         "  timeline  t (s)  event                          applied (ms)  resume (s)  recovery (s)  slow steps  "
         "extra (s)  steps lost  dropped (kB)"
@@ -227,8 +234,9 @@ def _print_timeline(tl: dict) -> None:
 
 
 def cmd_bct(args: argparse.Namespace) -> int:
+    from models import bct_model
+    from tfjob import calibrate, dnn
     from topologies.build import load_network
-    from workloads import bct_model, calibrate, models
     from workloads.experiment import PAPER_MODEL_BYTES
 
     net = load_network(args.file)
@@ -236,9 +244,9 @@ def cmd_bct(args: argparse.Namespace) -> int:
     if args.p_w and args.p_s:
         p_w, p_s = args.p_w, args.p_s
     else:
-        width = models.width_for_bytes(args.model, paper_bytes / net.spec.scale)
+        width = dnn.width_for_bytes(args.model, paper_bytes / net.spec.scale)
         cal = calibrate.calibrate(
-            lambda: models.build_model(args.model, width), f"{args.model}@w{width:.6g}", args.batch_size
+            lambda: dnn.build_model(args.model, width), f"{args.model}@w{width:.6g}", args.batch_size
         )
         p_w, p_s = cal.p_w_samples_per_s, cal.p_s_bytes_per_s * net.spec.scale  # P_s on paper-sized updates
     pred = bct_model.predict(
@@ -259,7 +267,7 @@ def cmd_bct(args: argparse.Namespace) -> int:
 
 
 def host_time_line(ht: dict) -> str:
-    """`testbed run`'s line on the job's host-time mode (workloads.hosttime)."""
+    """`testbed run`'s line on the job's host-time mode (tfjob.hosttime)."""
     if ht.get("mode") != "full":
         return "  host time     scaled: the run's own at its scaled model size (job.host_time: full pads to full size)"
     f = ht["full"]
@@ -270,7 +278,7 @@ def host_time_line(ht: dict) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from workloads.flowmodel.simulate import format_outcome, plan, run
+    from runs.simulate import format_outcome, plan, run
 
     p = plan(args.experiment, args.set, scheme=args.scheme, paper=args.paper)
     print(format_outcome(run(p, calibrated=False if args.exact else None)))
@@ -278,9 +286,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from testbed import figure, sweep
-    from testbed.modelreplay import replay_model_figure
-    from testbed.report import write_report
+    from replays import figure, sweep
+    from replays.modelreplay import replay_model_figure
+    from replays.report import write_report
 
     group = figure.group_names(args.figure)
     names = group if group is not None else [args.figure]
@@ -291,8 +299,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
             continue
         if args.report_only:
-            from workloads.predict import repredict
-            from workloads.steptime import resplit
+            from runs.predict import repredict
+            from runs.steptime import resplit
 
             fig = figure.load_figure(name)
             out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)
@@ -319,15 +327,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if headline:
             print(headline)
     if group is not None:
-        from testbed.report import overview
+        from replays.report import overview
 
         print(overview(figure.REPO / "results", [n for n in names if n not in models]))
     return 0
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from testbed.matrix import run_matrix
-    from testbed.matrix_report import write_matrix_report
+    from replays.matrix import run_matrix
+    from replays.matrix_report import write_matrix_report
 
     only, progress = args.report_only, not args.no_progress
     run = run_matrix(Path(args.file), args.quick, args.repeat, args.fresh, progress=progress, report_only=only)
@@ -339,8 +347,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
-    from testbed.claims import PAPER_EQ
-    from testbed.report import headlines, load_report
+    from replays.claims import PAPER_EQ
+    from replays.report import headlines, load_report
 
     rep = load_report(out)
     heads = headlines(rep) if rep else {}
@@ -385,7 +393,7 @@ def ratio_ci95(
 def cmd_remote(args: argparse.Namespace) -> int:
     """`testbed remote HOST [options] COMMAND ...` (testbed.remote): the options may come before or
     after HOST; the command is parsed by this parser, so it takes what it takes locally."""
-    from emulation.ssh import Endpoint
+    from servers.ssh import Endpoint
     from testbed.remote import COMMANDS, Options, parse_env, plan, run_remote, split_argv
 
     if not args.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
@@ -421,7 +429,7 @@ def cmd_remote(args: argparse.Namespace) -> int:
 
 
 def _remote_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from testbed.figure import REPO
+    from replays.figure import REPO
 
     p.add_argument("--user", default=None, help="login name (default: ~/.ssh/config's User, else yours)")
     p.add_argument("--key", default=None, help="private key file (default: ssh-agent and ~/.ssh/id_*)")
@@ -518,7 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("simulate", help="an experiment's network part on the SimGrid flow model (builds nothing)")
     sm.add_argument("experiment")
     sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
-    sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a workloads.schemes name (ring, ...)")
+    sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a schemes name (ring, ...)")
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
     sm.add_argument("--exact", action="store_true", help="exact max-min, without the emulator's stored calibration")
     sm.set_defaults(func=cmd_simulate)

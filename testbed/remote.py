@@ -33,7 +33,8 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from emulation.ssh import (
+from replays.figure import FIGURES, REPO, TOPOLOGIES, group_names, load_figure
+from servers.ssh import (
     Endpoint,
     SSHError,
     connect,
@@ -44,7 +45,6 @@ from emulation.ssh import (
     remote_home,
     run_streamed,
 )
-from testbed.figure import FIGURES, REPO, TOPOLOGIES, group_names, load_figure
 from topologies.schema import InputError, check_name, is_safe_name, read_yaml
 
 LOG = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _plan_run(path: Path) -> Plan:
 
 
 def _plan_replay(ns: argparse.Namespace, verbose: list[str]) -> Plan:
-    from testbed.sweep import points_to_run
+    from replays.sweep import points_to_run
 
     group = group_names(ns.figure, "emulated")
     names = group if group is not None else [ns.figure]

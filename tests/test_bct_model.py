@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from models import bct_model as bm
 from topologies.build import build_network, load_network
 from topologies.model import Network
 from topologies.schema import parse_spec
-from workloads import bct_model as bm
 
 TOPOS = Path(__file__).resolve().parent.parent / "topologies"
 GBIT_BYTES = 125e6  # 1 Gbit = 125e6 bytes: S / (1000 Mbit/s) = 1 s
@@ -188,7 +188,7 @@ def test_more_than_two_modules_is_refused() -> None:
 # --- calibration ------------------------------------------------------------------------------
 @pytest.mark.tf
 def test_calibration_measures_and_caches(tmp_path: Path) -> None:
-    from workloads.calibrate import calibrate
+    from tfjob.calibrate import calibrate
 
     cache = tmp_path / "calibration.json"
     first = calibrate(batch_size=2, cache_path=cache)
@@ -211,7 +211,7 @@ def test_a_calibration_keeps_tensorflows_start_up_lines_out_of_the_terminal(tmp_
     C++ start-up lines ignore TF_CPP_MIN_LOG_LEVEL and write to fd 2; they go to tensorflow.log
     beside the cache instead of the replay's terminal, and our own stderr works again after."""
     code = (
-        "import sys; from pathlib import Path; from workloads.calibrate import calibrate; "
+        "import sys; from pathlib import Path; from tfjob.calibrate import calibrate; "
         f"c = calibrate(batch_size=2, cache_path=Path({str(tmp_path / 'calibration.json')!r})); "
         "print('after', c.p_w_samples_per_s > 0, file=sys.stderr)"
     )

@@ -4,9 +4,9 @@ events name elements of its topologies, and its table says what each cell means.
 from __future__ import annotations
 
 from benchmarks import failures as bench
+from runs.inject import plan_timeline
 from topologies.build import build_network
 from workloads.experiment import load_experiment
-from workloads.inject import plan_timeline
 
 
 def test_experiment_files_load_and_their_events_exist(tmp_path):

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.root
 
 def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeypatch):
     from benchmarks import flowmodel
-    from workloads.flowmodel.engine import MESSAGE_LATENCY, sim_config
+    from models.flow.simgrid import MESSAGE_LATENCY, sim_config
 
     factors = tmp_path / "factors.json"
     assert flowmodel.main(["--quick", "--out", str(tmp_path), "--factors", str(factors)]) == 0

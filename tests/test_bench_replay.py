@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import replay
-from testbed import figure
+from replays import figure
 from tests.test_sweep import FIG13, seed_results
 
 

@@ -1,4 +1,4 @@
-"""The claim types of figure files (testbed.claims), each judged on report rows built from run
+"""The claim types of figure files (replays.claims), each judged on report rows built from run
 summaries: what holds, what does not, what is not measured, and what is not judged because a point
 it rests on was not faithful."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from testbed.claims import Claim, evaluate, paper_number, paper_reference, paper_value
-from testbed.figure import Point
-from testbed.report import Row
+from replays.claims import Claim, evaluate, paper_number, paper_reference, paper_value
+from replays.figure import Point
+from replays.report import Row
 
 CLAIM = TypeAdapter(Claim)
 REFERENCE = {"figX": {"speedup": {"A": 2.0, "B": 1.5}, "one": 3}}

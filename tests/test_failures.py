@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.runner import RunError, run_experiment
+from runs.runner import run_experiment
+from workloads.errors import RunError
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def events_csv(out: Path) -> list[dict]:
 
 
 def no_job_processes() -> list[str]:
-    return subprocess.run(["pgrep", "-f", "workloads.psjob"], capture_output=True, text=True).stdout.split()
+    return subprocess.run(["pgrep", "-f", "tfjob.psjob"], capture_output=True, text=True).stdout.split()
 
 
 def test_psnet_tor_ps_cable_failure_recircuits_and_loses_no_iteration(tmp_path, no_leftovers):

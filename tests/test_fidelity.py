@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from emulation.fidelity import IDLE_LIMIT, LINK_FULL, OVS_CPU_LIMIT, PHASE_FULL, FidelityInputs, Monitor, judge
+from emulation.phases import Window, phases
 from emulation.sampler import Sample
-from emulation.traffic import Window, phases
 from topologies.build import load_network
 
 RATES = {"t1_1-eth1": 100.0, "t1_1-eth2": 100.0, "t1_2-eth1": 50.0}

@@ -15,14 +15,14 @@ pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links i
 
 from controller.routing import compute_paths
 from controller.tc import initial_circuits
+from models.flow import simgrid
+from models.flow.demands import Traffic, from_schedule
+from models.flow.routes import IndexedNetwork, fast_paths
+from models.flow.simgrid import Platform, sim_config, simulate
+from runs.simulate import format_outcome, plan, run
+from schemes import compile_scheme
 from topologies.build import build_network, load_network
 from topologies.schema import TopologyError
-from workloads.flowmodel import engine
-from workloads.flowmodel.engine import Platform, sim_config, simulate
-from workloads.flowmodel.routes import IndexedNetwork, fast_paths
-from workloads.flowmodel.simulate import format_outcome, plan, run
-from workloads.flowmodel.traffic import Traffic, from_schedule
-from workloads.schemes import compile_scheme
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "workloads" / "experiments"
@@ -80,7 +80,7 @@ def test_ps_push_then_pull_matches_eq5_terms():
     flows: push = pull = 6 x (S/2) / B = 2.4 s for S = 10 MB (Eq. 5's (S/P) / (B_s / W))."""
     rates = {"ps0": 100.0, "ps1": 100.0, **{f"w{i}": 1000.0 for i in range(6)}}
     plat, _ = star(rates)
-    from workloads.flowmodel.traffic import tf_ps
+    from models.flow.demands import tf_ps
 
     res = simulate(plat, tf_ps([f"w{i}" for i in range(6)], ["ps0", "ps1"], 10e6))
     assert res.phase_s == pytest.approx([2.4, 2.4], rel=1e-6)
@@ -104,8 +104,8 @@ def test_least_loaded_is_the_first_of_the_least_loaded_candidates(path):
     from collections import Counter
 
     from controller.routing import _edges, routing_graph
+    from models.flow.routes import _Router
     from topologies.model import Role
-    from workloads.flowmodel.routes import _Router
 
     net = IndexedNetwork.of(build_network(load_network(REPO / "topologies" / path).spec))
     g = routing_graph(net, initial_circuits(net))
@@ -203,9 +203,9 @@ def test_factors_file_is_the_calibration_hook(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a JSON object"):
         sim_config()
     monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(tmp_path / "absent.json"))
-    assert sim_config() == (engine.BASE_CONFIG, "CM02, uncalibrated")
+    assert sim_config() == (simgrid.BASE_CONFIG, "CM02, uncalibrated")
     monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", "none")
-    assert sim_config() == (engine.BASE_CONFIG, "CM02, uncalibrated")
+    assert sim_config() == (simgrid.BASE_CONFIG, "CM02, uncalibrated")
 
 
 def test_scale_benchmark_quick_path(tmp_path):

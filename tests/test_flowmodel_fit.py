@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workloads.flowmodel.fit import Fit, Point, fit, settings, write_factors
+from models.flow.fit import Fit, Point, fit, settings, write_factors
 
 
 def synthetic(b: float, c: float) -> list[Point]:
@@ -42,7 +42,7 @@ def test_fit_skips_points_without_an_emulated_time_and_refuses_none():
 def test_factors_file_round_trips_through_the_engine(tmp_path, monkeypatch):
     """What write_factors writes is what sim_config reads: the settings, not the record."""
     pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
-    from workloads.flowmodel.engine import MESSAGE_LATENCY, sim_config
+    from models.flow.simgrid import MESSAGE_LATENCY, sim_config
 
     path = tmp_path / "f.json"
     f = Fit(0.9, 0.003, 0.01, 0.02, 6)
@@ -57,9 +57,9 @@ def test_factors_file_round_trips_through_the_engine(tmp_path, monkeypatch):
 def test_calibrated_ring_pays_the_message_latency_per_dependent_step(w):
     """Ring allreduce on a star: 2(W-1)/W x S/(b B) + 2(W-1) x c, the fit's model exactly."""
     pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
-    from workloads.flowmodel.engine import Platform, simulate
-    from workloads.flowmodel.traffic import from_schedule
-    from workloads.schemes import compile_scheme
+    from models.flow.demands import from_schedule
+    from models.flow.simgrid import Platform, simulate
+    from schemes import compile_scheme
 
     ws = [f"h{i}" for i in range(w)]
     mbit = 1e6 / 8

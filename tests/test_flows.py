@@ -132,7 +132,7 @@ def test_connections_of_one_pair_followed_over_their_own_core_paths():
 def test_balanced_prototype_measures_the_papers_c():
     """fattree-testbed (balanced): 12 worker->PS pushes and 12 PS->worker pulls followed through
     the dump their paths would leave give C = 6, as the routes and the BCT model say."""
-    from workloads.bct_model import predict
+    from models.bct_model import predict
 
     net = load_network(TOPOLOGIES / "fattree-testbed.yaml")
     paths = compute_paths(net, initial_circuits(net))
@@ -216,7 +216,7 @@ def test_balanced_fattree_testbed_measures_c_6_for_a_ps_scheme(tmp_path: Path):
     pushes to both PSs and pulls back; the summary's measured C is the paper's 6, the routes'."""
     import yaml
 
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     exp = tmp_path / "ft-ps-c.yaml"
     job = {"model": "vgg16", "scheme": "ps", "compute": "calibrated", "compute_s": 0.0, "iterations": 3, "warmup": 1}

@@ -1,4 +1,4 @@
-"""psjob tasks forked from the fork server (workloads.forkserver): each runs as its Mininet host
+"""psjob tasks forked from the fork server (tfjob.forkserver): each runs as its Mininet host
 (its network namespace, its address), shows the command line it would have had, ends with its own
 exit code when killed, and dies with a run killed by SIGKILL. Whole jobs through it are
 tests/test_jobs.py's and test_failures.py's (every emulated job starts its tasks this way)."""
@@ -18,9 +18,8 @@ import pytest
 
 from emulation import registry
 from emulation.net import Testbed
-from workloads import forkserver
-from workloads.hosts import MininetHosts
-from workloads.inventory import PS_PORT
+from tfjob import forkserver
+from tfjob.hosts import PS_PORT, MininetHosts
 
 pytestmark = pytest.mark.root
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +29,7 @@ TOPO = "topologies/psnet-testbed.yaml"
 def ps_argv(address: str, deadline_s: float = 120) -> list[str]:
     """A PS task of a one-PS, one-worker cluster (it serves until killed or its deadline)."""
     cluster = json.dumps({"ps": [address], "worker": ["127.0.0.1:1"]})
-    return [sys.executable, "-m", "workloads.psjob", "--cluster", cluster, "--job", "ps", "--task", "0"] + [
+    return [sys.executable, "-m", "tfjob.psjob", "--cluster", cluster, "--job", "ps", "--task", "0"] + [
         "--deadline-s",
         f"{deadline_s:g}",
     ]
@@ -52,9 +51,9 @@ def test_a_forked_task_runs_as_its_host(no_leftovers):
         ready = first_event(task.stdout, "ready")
         assert ready["job"] == "ps" and task.poll() is None
         proc = psutil.Process(task.pid)
-        assert proc.parent().cmdline()[1:3] == ["-m", "workloads.forkserver"]  # forked, not exec'd
+        assert proc.parent().cmdline()[1:3] == ["-m", "tfjob.forkserver"]  # forked, not exec'd
         argv = forkserver.argv_words(proc.cmdline())  # what ps, pgrep -f and the benchmarks' sampler see
-        assert argv[1:3] == ["-m", "workloads.psjob"] and argv[argv.index("--job") + 1] == "ps"
+        assert argv[1:3] == ["-m", "tfjob.psjob"] and argv[argv.index("--job") + 1] == "ps"
         shell = tb.host("ps1_1").pid
         assert os.stat(f"/proc/{task.pid}/ns/net").st_ino == os.stat(f"/proc/{shell}/ns/net").st_ino
         assert os.stat(f"/proc/{task.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
@@ -82,7 +81,7 @@ def test_the_old_way_stays_a_switch_away(no_leftovers, monkeypatch):
 RUN = f"""
 import sys
 from emulation.net import Testbed
-from workloads.hosts import MininetHosts
+from tfjob.hosts import MininetHosts
 from tests.test_forkserver import ps_argv
 with Testbed({TOPO!r}) as tb:
     task = MininetHosts(tb).popen("ps1_1", ps_argv(tb.model.nodes["ps1_1"].ip + ":2222", deadline_s=600))

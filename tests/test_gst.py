@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from schemes import compile_scheme
+from schemes.count import link_loads
+from schemes.gst import formula_s, grid_shape, reduction, row_of, table3
 from topologies.build import build_network
 from topologies.schema import parse_spec
-from workloads.schemes import compile_scheme
-from workloads.schemes.count import link_loads
-from workloads.schemes.gst import formula_s, grid_shape, reduction, row_of, table3
 
 
 @pytest.mark.parametrize("both_ways", [False, True], ids=["bcube", "torus"])

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from schemes import compile_scheme
+from schemes.count import link_loads
+from schemes.flat import ring
+from schemes.hips import by_level, grid, stage_methods
+from schemes.schedule import ScheduleError, chain_length, execute, pair_bytes
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import parse_spec
-from workloads.schemes import compile_scheme
-from workloads.schemes.count import link_loads
-from workloads.schemes.flat import ring
-from workloads.schemes.hips import by_level, grid, stage_methods
-from workloads.schemes.schedule import ScheduleError, chain_length, execute, pair_bytes
 
 N_ELEMS = 4099  # a prime: chunks of unequal length
 

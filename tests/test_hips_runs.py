@@ -24,7 +24,7 @@ def _experiment(tmp_path: Path, name: str, topology: Path, **job) -> Path:
 
 @pytest.mark.parametrize(("where", "stages"), [("bcube-3-1", ["rs", "ms"]), ("torus-3x3", "rs")])
 def test_hips_job_sums_exactly(tmp_path: Path, where: str, stages):
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     if where == "bcube-3-1":
         topo = tmp_path / "bcube-3-1.yaml"
@@ -41,11 +41,11 @@ def test_hips_job_sums_exactly(tmp_path: Path, where: str, stages):
 def test_parallel_processes_use_every_nic(tmp_path: Path):
     from emulation import measure
     from emulation.net import Testbed
+    from engine.emulated import run_in_testbed
+    from schemes import compile_scheme
+    from schemes.count import link_loads
     from topologies.build import build_network
     from topologies.schema import parse_spec
-    from workloads.schemes import compile_scheme
-    from workloads.schemes.count import link_loads
-    from workloads.schemes.emulated import run_in_testbed
 
     # 10 Mbit/s links: both levels at once put 18 NICs x 10 Mbit/s through ovs-vswitchd, well below
     # its 300-600 Mbit/s ceiling, so the parallel run is paced by the links, not by the switch's CPU

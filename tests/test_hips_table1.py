@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.figure import load_figure
+from replays.figure import load_figure
+from tfjob.procs import JobRun
 from workloads.experiment import ExperimentSpec, JobSpec
-from workloads.procs import JobRun
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "hips-paper.yaml"
 
@@ -56,7 +56,7 @@ def test_quick_replay_runs_both_settings(tmp_path: Path):
     carry at least its pushes and pulls. Only the colocated point's verdict is asserted: the TCP
     point's 5 KB transfers never fill the link, so on a busy machine the monitor's rule (CPU
     starved and no link near its rate) may call it unfaithful and the sweep reruns it at 2x scale."""
-    from testbed.sweep import run_figure
+    from replays.sweep import run_figure
 
     out = run_figure("hips-table1", quick=True, results=tmp_path, progress=False)
     runs = {p: json.loads((out / "points" / p / "rep1" / "summary.json").read_text()) for p in ("one-machine", "tcp")}

@@ -1,4 +1,4 @@
-"""Host time at full size (workloads.hosttime): the pad's arithmetic, the full-size width, the
+"""Host time at full size (tfjob.hosttime): the pad's arithmetic, the full-size width, the
 cache, the model in full mode, and the pad inside a real TF worker's step (loopback)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from models import bct_model
+from runs.predict import full_host_time
 from tests.test_psjob import JOB_BUDGET_S, tasks, wait_all
-from workloads import bct_model, calibrate, hosttime, models
+from tfjob import calibrate, dnn, hosttime
+from tfjob.psjob_config import parse_args
 from workloads.experiment import PAPER_MODEL_BYTES, ExperimentError, JobSpec, load_experiment
-from workloads.predict import full_host_time
-from workloads.psjob_config import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,12 +48,12 @@ def test_full_width_is_the_papers_size_whatever_the_scale():
     for factor in (40, 80, 800):  # a sweep's retry at twice the scale measures the same full size
         w = hosttime.full_width("vgg16", None, None, s, factor)
         assert w == hosttime.full_width("vgg16", None, None, s, 40)
-        assert models.param_bytes("vgg16", w) == pytest.approx(s, rel=0.01)
+        assert dnn.param_bytes("vgg16", w) == pytest.approx(s, rel=0.01)
     # nothing divided, no model_bytes: the run is the CIFAR model at width 1 (predict.choose_width)
     assert hosttime.full_width("vgg16", None, None, s, 1) == 1.0
     # an explicit width: its bytes times what divided them
     w = hosttime.full_width("tiny", 0.5, None, PAPER_MODEL_BYTES["tiny"], 10)
-    assert models.param_bytes("tiny", w) == pytest.approx(10 * models.param_bytes("tiny", 0.5), rel=0.02)
+    assert dnn.param_bytes("tiny", w) == pytest.approx(10 * dnn.param_bytes("tiny", 0.5), rel=0.02)
     assert hosttime.full_width("tiny", 0.5, None, PAPER_MODEL_BYTES["tiny"], 1) == 0.5
 
 
@@ -96,11 +97,11 @@ def test_cache_keys_separate_what_changes_a_share():
 def test_shares_are_measured_once_then_cached(tmp_path):
     cache = tmp_path / "hosttime.json"
     first = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, cache_path=cache)
-    assert first.seconds > 0 and first.seconds == min(first.steps_s) and first.bytes == models.param_bytes("tiny")
+    assert first.seconds > 0 and first.seconds == min(first.steps_s) and first.bytes == dnn.param_bytes("tiny")
     again = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, cache_path=cache)
     assert again == first  # same measurement time: read back, not measured
     ps = hosttime.share("ps", "tiny", 1.0, 1, 2, 1, cache_path=cache)
-    assert ps.bytes == models.param_bytes("tiny")  # one PS holds the whole model
+    assert ps.bytes == dnn.param_bytes("tiny")  # one PS holds the whole model
     assert len(json.loads(cache.read_text())) == 2
     forced = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, force=True, cache_path=cache)
     assert forced.measured_unix_s > first.measured_unix_s

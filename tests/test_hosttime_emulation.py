@@ -1,5 +1,5 @@
 """A real TF job in real Mininet hosts in both host-time modes: in `full` every step is longer than
-in `scaled` by about the pad the run measured (workloads.hosttime)."""
+in `scaled` by about the pad the run measured (tfjob.hosttime)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.runner import run_experiment
+from runs.runner import run_experiment
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""Timelines checked against a topology before anything is built (workloads.inject): random
+"""Timelines checked against a topology before anything is built (runs.inject): random
 failure candidates, and one-line errors for events naming what the topology does not have."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from runs.inject import candidates, plan_timeline
 from topologies.build import load_network
-from workloads.inject import candidates, plan_timeline
 from workloads.timeline import RandomFailures, TimelineError, TimelineEvent
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"

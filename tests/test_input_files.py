@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.figure import Figure, figure_names, load_figure
+from replays.figure import Figure, figure_names, load_figure
 from topologies.schema import InputError, is_safe_name, load_spec
 from workloads.experiment import load_experiment
 

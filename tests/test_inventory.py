@@ -1,4 +1,4 @@
-"""Inventory files (workloads.inventory), /proc parsing for hardware runs (emulation.hostload) and
+"""Inventory files (servers.inventory), /proc parsing for hardware runs (servers.hostload) and
 `testbed compare`'s table (testbed.compare): no SSH, no TensorFlow."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from emulation.hostload import iface_with, parse_net_dev, parse_stat
+from servers.hostload import iface_with, parse_net_dev, parse_stat
+from servers.inventory import InventoryError, load_inventory, place
 from testbed.compare import Run, compare, nic_bytes
 from topologies.build import load_network
-from workloads.inventory import InventoryError, load_inventory, place
 
 ROOT = Path(__file__).resolve().parent.parent
 NET = load_network(ROOT / "topologies" / "psnet-testbed.yaml")

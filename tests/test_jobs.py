@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.runner import run_experiment
+from runs.runner import run_experiment
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,11 +9,11 @@ import pytest
 
 from emulation import measure
 from emulation.net import Testbed
+from engine.emulated import run_in_testbed
+from schemes import compile_scheme
+from schemes.schedule import cross_region_bytes
 from testbed.check import run_checks
 from topologies.model import LinkKind
-from workloads.schemes import compile_scheme
-from workloads.schemes.emulated import run_in_testbed
-from workloads.schemes.schedule import cross_region_bytes
 
 pytestmark = pytest.mark.root
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed import figure, sweep
-from testbed.matrix import DEFAULT_FILE, MatrixError, MatrixRun, load_matrix, plan
-from testbed.matrix_report import write_matrix_report
-from testbed.report import write_report
-from workloads.predict import choose_width
+from replays import figure, sweep
+from replays.matrix import DEFAULT_FILE, MatrixError, MatrixRun, load_matrix, plan
+from replays.matrix_report import write_matrix_report
+from replays.report import write_report
+from runs.predict import choose_width
 
 NOT_APPLICABLE = {  # cell -> words of its reason
     "psnet-hips": "address digit",

@@ -25,11 +25,11 @@ N_ELEMS = 1_250_000
 
 def test_bcube_gst_ordering_hips_ms_rs(tmp_path: Path):
     from emulation.net import Testbed
+    from engine.emulated import run_in_testbed
+    from schemes import compile_scheme
+    from schemes.count import expected_sync_s
     from topologies.build import build_network
     from topologies.schema import parse_spec
-    from workloads.schemes import compile_scheme
-    from workloads.schemes.count import expected_sync_s
-    from workloads.schemes.emulated import run_in_testbed
 
     net = build_network(parse_spec(BCUBE_4_1))
     hosts = [h.name for h in net.hosts()]  # every server: the PS host too, as HiPS syncs the whole grid
@@ -53,8 +53,8 @@ def test_bcube_gst_ordering_hips_ms_rs(tmp_path: Path):
 
 
 def test_quick_matrix_runs_and_reports(tmp_path: Path):
-    from testbed.matrix import DEFAULT_FILE, run_matrix
-    from testbed.matrix_report import write_matrix_report
+    from replays.matrix import DEFAULT_FILE, run_matrix
+    from replays.matrix_report import write_matrix_report
 
     run = run_matrix(DEFAULT_FILE, quick=True, results=tmp_path, progress=False)
     rep = write_matrix_report(run)

@@ -10,16 +10,17 @@ import math
 
 import pytest
 
-from testbed import cli, figure
-from testbed.figure import FigureError
-from testbed.modelfig import ModelClaim, fattree_k, load_model_figure, spec_data
-from testbed.modelfig_report import judge
-from testbed.modelreplay import replay_model_figure
+from models import bct_model
+from models.bct_scale import analytic_comm
+from models.flow.paper_scale import job_routes
+from replays import figure
+from replays.figure import FigureError
+from replays.modelfig import ModelClaim, fattree_k, load_model_figure, spec_data
+from replays.modelfig_report import judge
+from replays.modelreplay import replay_model_figure
+from testbed import cli
 from topologies.build import build_network, load_network
 from topologies.schema import parse_spec
-from workloads import bct_model
-from workloads.bct_scale import analytic_comm
-from workloads.flowmodel.sweep import job_routes
 
 S = 200e6
 
@@ -140,7 +141,7 @@ def test_fig6_quick_replay_runs_both_models(tmp_path, monkeypatch):
 def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(
-        "testbed.modelreplay.replay_model_figure", lambda name, **kw: calls.append((name, kw)) or tmp_path
+        "replays.modelreplay.replay_model_figure", lambda name, **kw: calls.append((name, kw)) or tmp_path
     )
     assert cli.main(["replay", "fig7", "--quick"]) == 0
     assert calls == [("fig7", {"quick": True, "fresh": False})]
@@ -149,7 +150,7 @@ def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
 
 def test_routes_rebound_to_another_r_carry_its_rates():
     """A FatTree is routed once for all r: the rebound cables are the other build's, same paths."""
-    from workloads.flowmodel.sweep import rebind
+    from models.flow.paper_scale import rebind
 
     def build(r: float):
         data = {**load_network(figure.TOPOLOGIES / "fattree-testbed.yaml").spec.model_dump(), "oversubscription": r}
@@ -169,7 +170,7 @@ def test_fattree_point_flow_model_equals_eq7_with_c_from_routes(tmp_path, monkey
     """Fig. 7's FatTree at W = 48, r = 2: the 48 x 32 flows into the PS ToRs spread over their k/2
     downlinks (C = W), so Eq. 7's B_a / C binds and max-min gives every flow that share."""
     pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
-    from testbed.modelfig import compute_point
+    from replays.modelfig import compute_point
 
     monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(tmp_path / "none.json"))
     fig = load_model_figure("fig7")

@@ -1,12 +1,12 @@
-"""The scheme engine's stall rule (workloads.stall.ProgressWatch): armed once every host is ready,
+"""The scheme engine's stall rule (runs.stall.ProgressWatch): armed once every host is ready,
 progress is an iteration or a window that moved bytes; a minute of neither is a stall."""
 
 from __future__ import annotations
 
 import pytest
 
-from emulation.traffic import Window
-from workloads.stall import ProgressWatch, Stalled
+from emulation.phases import Window
+from runs.stall import ProgressWatch, Stalled
 
 
 def watch(state: dict) -> ProgressWatch:

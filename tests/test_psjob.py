@@ -1,6 +1,6 @@
-"""Real TF parameter-server jobs on loopback (workloads.psjob) and the model builders (workloads.models).
+"""Real TF parameter-server jobs on loopback (tfjob.psjob) and the model builders (tfjob.dnn).
 
-Each job is one process per PS task and per worker task (`sys.executable -m workloads.psjob`), all
+Each job is one process per PS task and per worker task (`sys.executable -m tfjob.psjob`), all
 on 127.0.0.1 with free ports, as the testbed runs them inside Mininet hosts. Every process started
 here is killed in a `finally` (the `tasks` context manager) whatever the test's outcome.
 """
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from workloads import models, psjob, psjob_config, tf_placement
-from workloads.experiment import PAPER_MODEL_BYTES
-from workloads.placement import TOLERANCE, lpt, plan_placement
+from tfjob import dnn, psjob, psjob_config, tf_placement
+from tfjob.placement import TOLERANCE, lpt, plan_placement
+from workloads.experiment import PAPER_BYTES, PAPER_MODEL_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 #: a whole job must finish within this (TF start-up is ~5-8 s a process on 2 cores)
@@ -75,7 +75,7 @@ class Launcher:
 
     def start(self, name: str, cluster: str, job: str, task: int, *args: str) -> Task:
         out, err = self.out_dir / f"{name}.out", self.out_dir / f"{name}.err"
-        cmd = [sys.executable, "-m", "workloads.psjob", "--cluster", cluster, "--job", job, "--task", str(task)]
+        cmd = [sys.executable, "-m", "tfjob.psjob", "--cluster", cluster, "--job", job, "--task", str(task)]
         with out.open("w") as fout, err.open("w") as ferr:  # files, not pipes: nothing can block on a full pipe
             proc = subprocess.Popen([*cmd, *args], cwd=REPO, stdout=fout, stderr=ferr, stdin=subprocess.DEVNULL)
         t = Task(name, proc, out, err)
@@ -147,7 +147,7 @@ def test_sync_job_tiny_one_ps_two_workers(tmp_path):
     assert time.time() - started < JOB_BUDGET_S
     assert ps_ready["job"] == "ps" and ps_ready["task"] == 0
 
-    expected_bytes = models.param_bytes("tiny", 1.0)
+    expected_bytes = dnn.param_bytes("tiny", 1.0)
     for i, w in enumerate(workers):
         events = w.events()
         assert w.proc.returncode == 0, f"{w.name} exited {w.proc.returncode}: {events}\n{w.stderr_tail()}"
@@ -208,7 +208,7 @@ def test_balanced_placement_is_more_even_than_round_robin(tmp_path):
         dones[t.name] = only(t.events(), "done")
     rr_bytes, bal_bytes = dones["rr-worker0"]["bytes_per_ps"], dones["bal-worker0"]["bytes_per_ps"]
     assert set(rr_bytes) == set(bal_bytes) == {"/job:ps/task:0", "/job:ps/task:1"}
-    total = models.param_bytes("vgg16", width)
+    total = dnn.param_bytes("vgg16", width)
     assert sum(rr_bytes.values()) == sum(bal_bytes.values()) == total
     assert rr_bytes != bal_bytes
     # round robin alternates kernel/bias after the global step, so PS 1 gets every kernel
@@ -234,7 +234,7 @@ def test_a_cut_layer_trains_and_lands_as_planned(tmp_path):
     done = only(w.events(), "done")
     assert done["placement"] == "balanced" and done["global_step"] == 2
     assert list(done["bytes_per_ps"].values()) == plan.bytes_per_ps()
-    assert done["model_bytes"] == models.param_bytes("tiny", 1.0)
+    assert done["model_bytes"] == dnn.param_bytes("tiny", 1.0)
     # pieces are separate variables: 8 unsplit (4 layers x kernel, bias) plus 2 per extra piece
     extra = sum(pieces - 1 for pieces in plan.splits.values())
     assert sum(done["variables_per_ps"].values()) == 8 + 2 * extra
@@ -320,16 +320,16 @@ def job_widths(name: str) -> list[float]:
     tiny has no paper size (its S is its width-1 size): at 1/320 of it every layer is down to one
     channel (68 parameters in all), nothing a placement can balance, so tiny stops at 1/40."""
     factors = (40,) if name == "tiny" else (40, 40 * 8)
-    return [1.0, *(models.width_for_bytes(name, PAPER_MODEL_BYTES[name] / f) for f in factors)]
+    return [1.0, *(dnn.width_for_bytes(name, PAPER_MODEL_BYTES[name] / f) for f in factors)]
 
 
 @pytest.mark.parametrize("num_ps", [2, 3])
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", sorted(dnn.MODELS))
 def test_balanced_placement_puts_s_over_p_on_every_ps(name, num_ps):
     for width in job_widths(name):
         plan = plan_placement(name, width, num_ps)
         held = plan.bytes_per_ps()
-        total = models.param_bytes(name, width)
+        total = dnn.param_bytes(name, width)
         assert sum(held) == total  # cutting a layer keeps its bytes
         for b in held:
             assert abs(b - total / num_ps) <= TOLERANCE * total / num_ps, (name, width, held)
@@ -339,7 +339,7 @@ def test_balanced_placement_puts_s_over_p_on_every_ps(name, num_ps):
 def test_vgg16_big_kernel_is_cut_only_where_it_exceeds_s_over_p():
     """The 4096x4096 kernel is just under half of VGG-16: whole on one of two PSs, but over a
     third of the model, so over three PSs it is cut into three pieces."""
-    fc2 = max(models.get_model("vgg16").variables(1.0), key=lambda v: v.nbytes)
+    fc2 = max(dnn.get_model("vgg16").variables(1.0), key=lambda v: v.nbytes)
     assert fc2.shape == (4096, 4096)
     assert plan_placement("vgg16", 1.0, 2).splits == {}
     three = plan_placement("vgg16", 1.0, 3)
@@ -358,7 +358,7 @@ def test_vgg16_big_kernel_is_cut_only_where_it_exceeds_s_over_p():
 
 
 def test_cut_layers_keep_the_parameter_count():
-    builder = models.get_model("resnet50")
+    builder = dnn.get_model("resnet50")
     layers = builder.splittable(0.25)
     cuts = {layer: min(3, channels) for layer, channels in list(layers.items())[::7]}
     whole, cut = builder.variables(0.25), builder.variables(0.25, cuts)
@@ -368,7 +368,7 @@ def test_cut_layers_keep_the_parameter_count():
         assert sum(v.shape[-1] for v in kernels if v.layer == layer) == layers[layer]
         assert len([v for v in kernels if v.layer == layer]) == pieces
     assert sum(v.nbytes for v in cut if v.trainable) == sum(v.nbytes for v in whole if v.trainable)
-    assert sum(v.nbytes for v in whole if v.trainable) == models.param_bytes("resnet50", 0.25)
+    assert sum(v.nbytes for v in whole if v.trainable) == dnn.param_bytes("resnet50", 0.25)
 
 
 def test_lpt_fills_the_emptiest_ps_largest_first():
@@ -381,9 +381,9 @@ def test_lpt_fills_the_emptiest_ps_largest_first():
 
 
 @pytest.mark.tf
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", sorted(dnn.MODELS))
 def test_param_bytes_grow_with_width(name):
-    sizes = [models.param_bytes(name, w) for w in (0.125, 0.25, 0.5, 1.0, 2.0)]
+    sizes = [dnn.param_bytes(name, w) for w in (0.125, 0.25, 0.5, 1.0, 2.0)]
     assert sizes == sorted(set(sizes)), sizes
     # roughly quadratic: doubling the width multiplies bytes by 2.5-4.2 from width 0.5 on
     assert 2.5 < sizes[4] / sizes[3] < 4.2 and 2.5 < sizes[3] / sizes[2] < 4.2
@@ -393,23 +393,23 @@ def test_param_bytes_grow_with_width(name):
 @pytest.mark.parametrize(
     ("name", "target"),
     [
-        ("vgg16", models.PAPER_BYTES["vgg16"] / 40),  # 13.8 MB: the paper's VGG-16 at scale 40
-        ("vgg16", models.PAPER_BYTES["vgg16"]),  # 553 MB: needs width ~2
-        ("resnet50", models.PAPER_BYTES["resnet50"] / 40),
-        ("resnet50", models.PAPER_BYTES["resnet50"] / 10),
+        ("vgg16", PAPER_BYTES["vgg16"] / 40),  # 13.8 MB: the paper's VGG-16 at scale 40
+        ("vgg16", PAPER_BYTES["vgg16"]),  # 553 MB: needs width ~2
+        ("resnet50", PAPER_BYTES["resnet50"] / 40),
+        ("resnet50", PAPER_BYTES["resnet50"] / 10),
         ("resnet110", 1e6),
         ("tiny", 50e3),
         ("mnist", 4e6 / 800),  # HiPS Table 1's 1 M parameters at scale 800 (hips-table1.yaml)
     ],
 )
 def test_width_for_bytes_hits_its_target(name, target):
-    width = models.width_for_bytes(name, target)
-    assert models.param_bytes(name, width) == pytest.approx(target, rel=0.10)
+    width = dnn.width_for_bytes(name, target)
+    assert dnn.param_bytes(name, width) == pytest.approx(target, rel=0.10)
 
 
 @pytest.mark.tf
 def test_sizes_at_width_1():
-    count = {name: models.MODELS[name].param_count(1.0) for name in models.MODELS}
+    count = {name: dnn.MODELS[name].param_count(1.0) for name in dnn.MODELS}
     # VGG-16 on CIFAR: the 13 convolutions hold 14,714,688 parameters (as Keras' VGG16 without its
     # top), the head 512x4096 + 4096x4096 + 4096x10 (with biases) 18,923,530: 33.6 M, 134.6 MB
     assert count["vgg16"] == 14_714_688 + (512 * 4096 + 4096) + (4096 * 4096 + 4096) + (4096 * 10 + 10)
@@ -427,9 +427,9 @@ def test_sizes_at_width_1():
 @pytest.mark.tf
 def test_unknown_model_lists_the_valid_names():
     with pytest.raises(ValueError, match="resnet110, resnet50, tiny, vgg16"):
-        models.param_bytes("alexnet")
+        dnn.param_bytes("alexnet")
     with pytest.raises(ValueError, match="width"):
-        models.param_bytes("tiny", 0)
+        dnn.param_bytes("tiny", 0)
 
 
 @pytest.mark.tf
@@ -437,8 +437,8 @@ def test_unknown_model_lists_the_valid_names():
     ("name", "width"), [("vgg16", 0.05), ("resnet50", 0.05), ("resnet110", 0.25), ("tiny", 0.5), ("mnist", 0.5)]
 )
 def test_keras_build_matches_the_count(name, width):
-    model = models.build_model(name, width)
-    assert tuple(model.input_shape) == (None, *models.input_shape(name))
+    model = dnn.build_model(name, width)
+    assert tuple(model.input_shape) == (None, *dnn.input_shape(name))
     built = sum(math.prod(v.shape) for v in model.trainable_variables)
-    assert built * models.BYTES_PER_FLOAT32 == models.param_bytes(name, width)
-    assert tuple(model.output_shape) == (None, models.CLASSES)
+    assert built * dnn.BYTES_PER_FLOAT32 == dnn.param_bytes(name, width)
+    assert tuple(model.output_shape) == (None, dnn.CLASSES)

@@ -47,7 +47,7 @@ exit "${SETUP_EXIT:-0}"
 
 def make_checkout(dest: Path, venv: bool = True) -> Path:
     """A remote testbed: the code of this checkout, a stand-in setup.sh, this venv."""
-    for d in ("topologies", "controller", "emulation", "workloads", "testbed", "benchmarks"):
+    for d in sorted(p.parent.name for p in ROOT.glob("*/__init__.py") if p.parent.name != "tests"):
         shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "scripts").mkdir()
     (dest / "scripts" / "setup.sh").write_text(FAKE_SETUP)
@@ -490,10 +490,10 @@ def test_ctrl_c_of_a_remote_run_tears_it_down(loopback_remote, tmp_path, no_left
 
 
 def test_replay_plan_pushes_the_figure_and_the_topologies_of_the_points_it_runs():
+    from replays.figure import load_figure
+    from replays.sweep import points_to_run
     from testbed.cli import build_parser
-    from testbed.figure import load_figure
     from testbed.remote import plan
-    from testbed.sweep import points_to_run
 
     ns = build_parser().parse_args(["replay", "fig10", "--quick", "--no-progress"])
     p = plan(ns)

@@ -1,4 +1,4 @@
-"""A point's repetitions as rounds of one job (workloads.rounds): which steps each round owns,
+"""A point's repetitions as rounds of one job (runs.rounds): which steps each round owns,
 when a round is finished, and which experiments may run as rounds. The end-to-end run (two
 rounds per point, one process set) is tests/test_sweep.py::test_quick_replay_end_to_end_then_resume."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from testbed import figure, sweep
-from workloads import rounds
+from replays import figure, sweep
+from runs import rounds
 from workloads.experiment import ExperimentSpec
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from workloads.schemes import compile_scheme
-from workloads.schemes.host import verify_sums
-from workloads.schemes.launch import local_starter, run_scheme
-from workloads.schemes.schedule import host_bytes
+from engine.host import verify_sums
+from engine.processes import local_starter, run_scheme
+from schemes import compile_scheme
+from schemes.schedule import host_bytes
 
 N_ELEMS = 50_001
 
@@ -55,7 +55,7 @@ def test_every_scheme_sums_exactly_over_tcp(tmp_path: Path, scheme: str):
 def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
     """RAT's Fig. 7 in miniature: one of six hosts paused per 0.2 s period. A ring chunk needs every
     host at each of its 2(W-1) steps; a RAT tree needs each host's sends once up and once down."""
-    from workloads.schemes.pauses import pause_plan
+    from engine.pauses import pause_plan
 
     workers = [f"w{i}" for i in range(6)]
     means = {}
@@ -88,7 +88,7 @@ def test_trace_records_every_step_once_in_time_order(tmp_path: Path):
 def test_iterations_separate_start_skew_from_the_sync():
     """A host that begins early waits for the others inside its own sync time: GST (the slowest
     worker's sync) counts that wait, the last start to the last end does not."""
-    from workloads.schemes.launch import SchemeRun
+    from engine.processes import SchemeRun
 
     def row(host: str, started: float, sync_s: float) -> dict:
         return {"iteration": 1, "host": host, "role": "worker", "started": started, "compute_s": 0.5,

@@ -25,7 +25,7 @@ def _experiment(tmp_path: Path, name: str, topology: str, **job) -> Path:
 def test_testbed_run_takes_a_scheme_job(tmp_path: Path):
     """An experiment file's `scheme:` runs the engine: exact sums checked, GST per measured step,
     the schedule's cross-rack bytes and chain in the summary, a fidelity verdict."""
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     exp = _experiment(tmp_path, "ls-rat", "leafspine-rat.yaml", model="tiny", width=4.0, scheme="rat",
                       compute="calibrated", compute_s=0.01, iterations=3, warmup=1, check=True)  # fmt: skip
@@ -45,7 +45,7 @@ WORKERS_3 = ["h0_2", "h0_3", "h1_2"]  # two racks of leafspine-2rack
 def test_every_scheme_trains_the_same_model(tmp_path: Path):
     """Real TF gradients, same seeds: after the same steps the loss is the same whatever the scheme
     (the sums differ only in float order)."""
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     losses = {}
     for scheme in ("ring", "rat", "halving-doubling"):
@@ -65,7 +65,7 @@ def test_a_scheme_run_goes_on_across_a_cable_failure(tmp_path: Path):
     flows to the other spine, every sum stays exact, both events are applied and costed."""
     import csv
 
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     exp = _experiment(tmp_path, "ls-fail", "leafspine-rat.yaml", model="tiny", width=4.0, scheme="ring",
                       compute="calibrated", compute_s=0.01, iterations=6, warmup=1, check=True)  # fmt: skip
@@ -84,8 +84,8 @@ def test_a_scheme_run_cut_off_ends_with_a_clear_message(tmp_path: Path):
     """A host's only cable fails for good: the run does not hang until its deadline; the stall is
     found within a minute (no iteration, no link moving bytes) and the message says where each
     host was."""
-    from workloads.procs import RunError
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
+    from workloads.errors import RunError
 
     exp = _experiment(tmp_path, "ls-cut", "leafspine-rat.yaml", model="tiny", width=4.0, scheme="ring",
                       compute="calibrated", compute_s=0.01, iterations=50, warmup=1, deadline_s=600)  # fmt: skip
@@ -101,7 +101,7 @@ def test_a_scheme_run_cut_off_ends_with_a_clear_message(tmp_path: Path):
 def test_paused_senders_are_drawn_and_costed(tmp_path: Path):
     """RAT's paused hosts in a scheme job: the draws are seeded, each host's engine holds its sends
     in its windows, the sums stay exact and every re-draw is an event of the timeline."""
-    from workloads.runner import run_experiment
+    from runs.runner import run_experiment
 
     exp = _experiment(tmp_path, "ls-pause", "leafspine-2rack.yaml", model="tiny", width=4.0, scheme="ring",
                       compute="calibrated", compute_s=0.01, iterations=4, warmup=1, check=True)  # fmt: skip

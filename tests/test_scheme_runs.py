@@ -9,10 +9,10 @@ import pytest
 
 from emulation import measure
 from emulation.net import Testbed
-from workloads.schemes import compile_scheme
-from workloads.schemes.emulated import run_in_testbed
-from workloads.schemes.host import verify_sums
-from workloads.schemes.schedule import host_bytes
+from engine.emulated import run_in_testbed
+from engine.host import verify_sums
+from schemes import compile_scheme
+from schemes.schedule import host_bytes
 
 pytestmark = pytest.mark.root
 N_ELEMS = 250_000  # 1 MB of float32
@@ -65,7 +65,7 @@ def test_scheme_sums_exactly_and_moves_the_counted_bytes(fattree: Testbed, tmp_p
 
 def test_open_mpi_allreduce_runs_between_the_emulated_hosts(fattree: Testbed, tmp_path: Path):
     """The field's reference: Open MPI's ring allreduce, one rank per host, sums right across the links."""
-    from workloads.schemes.mpi import run_mpi_allreduce
+    from engine.mpi import run_mpi_allreduce
 
     workers = [w.name for w in fattree.model.workers()]
     before = {h: _tx(fattree, h) for h in workers}

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from workloads.schemes import compile_scheme
-from workloads.schemes.schedule import (
+from schemes import compile_scheme
+from schemes.schedule import (
     Op,
     Schedule,
     ScheduleError,
@@ -122,8 +122,8 @@ def test_unknown_scheme_lists_the_known_ones():
 
 def test_counted_cable_bytes_follow_the_controllers_routes():
     """On the FatTree prototype: a PS's cable carries W shards in, a ring host's cable 2(W-1)/W of S."""
+    from schemes.count import expected_sync_s, link_loads
     from topologies.build import load_network
-    from workloads.schemes.count import expected_sync_s, link_loads
 
     net = load_network("topologies/fattree-testbed.yaml")
     ws = [w.name for w in net.workers()]

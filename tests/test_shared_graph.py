@@ -1,6 +1,6 @@
-"""One worker graph for every worker of a job (workloads.psjob.GraphTemplate): the graph a worker
+"""One worker graph for every worker of a job (tfjob.psjob.GraphTemplate): the graph a worker
 takes from the template is the graph it would have built, and processes forked after a build
-draw their own TensorFlow random numbers (workloads.tf_rng). Whole jobs through the fork server
+draw their own TensorFlow random numbers (tfjob.tf_rng). Whole jobs through the fork server
 take shared graphs by default: tests/test_jobs.py (each PS NIC carries exactly its own ToR's
 workers: a worker computing on another worker's device would double a NIC's bytes) and
 test_forkserver.py check them in Mininet."""
@@ -35,7 +35,7 @@ def signature(graph) -> tuple[dict, dict]:
     """Name -> (type, device) of every op, and the synthetic batch."""
     import tensorflow as tf
 
-    from workloads import psjob
+    from tfjob import psjob
 
     ops = {op.name: (op.type, op.device) for op in graph.get_operations()}
     batch = {n: tf.make_ndarray(graph.get_operation_by_name(n).get_attr("value")).tolist()
@@ -47,8 +47,8 @@ def test_an_adopted_template_is_the_graph_the_task_would_build():
     import keras
     import tensorflow as tf
 
-    from workloads import psjob
-    from workloads.psjob_config import parse_args
+    from tfjob import psjob
+    from tfjob.psjob_config import parse_args
 
     template = psjob.build_template(worker_args(0))
     assert template is not None and template.key == psjob.template_key(worker_args(2))
@@ -72,7 +72,7 @@ def test_an_adopted_template_is_the_graph_the_task_would_build():
 
 
 def draws_of_two_forked_children(reseed: bool) -> list[int]:
-    from workloads import tf_rng
+    from tfjob import tf_rng
 
     out = []
     for _ in range(2):
@@ -97,7 +97,7 @@ def test_children_forked_after_a_build_draw_their_own_random_numbers():
     after the generator started draw the same numbers unless reseeded."""
     import tensorflow as tf
 
-    from workloads import tf_rng
+    from tfjob import tf_rng
 
     tf.compat.v1.disable_eager_execution()
     with tf.Graph().as_default():

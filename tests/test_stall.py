@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.runner import run_experiment
-from workloads.stall import STALL_S, Stalled
+from runs.runner import run_experiment
+from runs.stall import STALL_S, Stalled
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 ROOT = Path(__file__).resolve().parent.parent

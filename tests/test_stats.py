@@ -1,4 +1,4 @@
-"""The BCT statistics of a run (workloads.stats) against hand-computed values and the published
+"""The BCT statistics of a run (runs.stats) against hand-computed values and the published
 two-sided 95% Student t quantiles."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from workloads.stats import describe, t95
+from runs.stats import describe, t95
 
 #: t_{0.975, dof} as statistics tables print it (scipy.stats.t.ppf(0.975, dof), rounded)
 PUBLISHED_T95 = {1: 12.706, 4: 2.776, 7: 2.365, 11: 2.201, 19: 2.093, 30: 2.042, 40: 2.021, 120: 1.980}

@@ -14,8 +14,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from testbed import cli, fig13, figure, sweep
-from testbed.report import bars_paper_equivalent, collect, lines_paper_equivalent, overview, write_report
+from replays import decomposition as decomp
+from replays import figure, sweep
+from replays.report import bars_paper_equivalent, collect, lines_paper_equivalent, overview, write_report
+from testbed import cli
 from topologies.schema import fidelity_budget_mbps, one_line_error
 
 
@@ -213,7 +215,7 @@ def test_a_claim_naming_a_missing_series_or_paper_number_is_one_line():
 @pytest.mark.root
 @pytest.mark.tf
 def test_quick_replay_end_to_end_then_resume(tmp_path):
-    """Two repetitions per point, run as two rounds of one job (workloads.rounds): one set of TF
+    """Two repetitions per point, run as two rounds of one job (runs.rounds): one set of TF
     processes per point, each round its own summary over its own step, the run's files in both."""
     out = sweep.run_figure("fig13", quick=True, repeat=2, results=tmp_path, progress=False)
     rows = list(csv.DictReader((out / "summary.csv").open()))
@@ -531,8 +533,8 @@ def test_a_compressed_line_chart_is_drawn_and_bounded_in_paper_equivalent_second
     assert lines_paper_equivalent(rows)
     vgg = next(r for r in rows if r.point.id == "psnet-vgg16-200")
     assert vgg.bct_paper == pytest.approx(1.5 * 32 + 0.2)
-    assert fig13.paper_bounds(vgg.pred, vgg.compress) == pytest.approx((0.7 * 32, 0.7 * 64 + 0.15))
-    assert fig13.paper_bounds({"t_push_s": 1.0}, 2.0) is None  # no model terms: no model line
+    assert decomp.paper_bounds(vgg.pred, vgg.compress) == pytest.approx((0.7 * 32, 0.7 * 64 + 0.15))
+    assert decomp.paper_bounds({"t_push_s": 1.0}, 2.0) is None  # no model terms: no model line
     # each bound claim reads its point in paper-equivalent seconds too, the bounds as run beside them
     bound = claims["(a) PSNet VGG-16 B_w=200: measured within [BCT_min, BCT_max]"]
     assert (bound.holds, bound.unit) == (False, "paper-equivalent")  # 48.2 > 44.95 x 1.05

@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 from pydantic import ValidationError
 
-from workloads.recovery import Applied, Step, recovery, steps_from_rows
+from runs.recovery import Applied, Step, recovery, steps_from_rows
+from runs.timeline_out import plot, write_csv
 from workloads.timeline import RandomFailures, TimelineEvent, expand
-from workloads.timeline_out import plot, write_csv
 
 LINKS = [(f"t1_{i}", f"s{i}") for i in range(1, 11)]
 SWITCHES = ["t1_1", "t1_2", "t1_3"]

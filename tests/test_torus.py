@@ -10,11 +10,11 @@ import pytest
 
 from controller.routing import compute_paths, host_routes, taken_path
 from controller.tc import initial_circuits
+from models.flow.routes import fast_paths
 from topologies.build import build_network, load_network
 from topologies.kinds.torus import TorusId, digits, dimension_order
 from topologies.model import LinkKind, Network, Role
 from topologies.schema import parse_spec
-from workloads.flowmodel.routes import fast_paths
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"
 

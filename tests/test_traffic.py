@@ -1,5 +1,5 @@
-"""Transfer phases (emulation.traffic), the per-step split into measured communication and the rest
-(workloads.steptime), and the stall watch (workloads.stall) on real processes: no network needed."""
+"""Transfer phases (emulation.phases), the per-step split into measured communication and the rest
+(runs.steptime), and the stall watch (runs.stall) on real processes: no network needed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from emulation.traffic import (
+from emulation.phases import (
     MOVING,
     PHASE_S,
     Window,
@@ -27,10 +27,10 @@ from emulation.traffic import (
     window,
     write_links_csv,
 )
+from runs.stall import Stalled, StallWatch
+from runs.steptime import resplit, split_step, step_split
+from tfjob.procs import JobRun, Proc, own_lines, proc_state
 from workloads.experiment import JobSpec
-from workloads.procs import JobRun, Proc, own_lines, proc_state
-from workloads.stall import Stalled, StallWatch
-from workloads.steptime import resplit, split_step, step_split
 
 RATES = {"a": 100.0, "b": 50.0}
 
@@ -200,7 +200,7 @@ def test_the_stall_watch_arms_when_workers_are_ready_and_names_what_each_process
 
 
 class SleepingHosts:
-    """Hosts (workloads.hosts) whose tasks are real sleeping processes: JobRun's start logic runs
+    """Hosts (tfjob.hosts) whose tasks are real sleeping processes: JobRun's start logic runs
     as it does on Mininet, without TensorFlow."""
 
     def __init__(self) -> None:

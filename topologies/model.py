@@ -227,7 +227,7 @@ class BctScenario(StrEnum):
 
 @dataclass(frozen=True)
 class BctFacts:
-    """What the BCT model (workloads/bct_model.py) needs from a kind: which equations apply and
+    """What the BCT model (models/bct_model.py) needs from a kind: which equations apply and
     which cables carry B_w and B_s. Topologies may not import workloads, so the kind states facts
     and the model code keeps the equations."""
 

@@ -12,7 +12,7 @@
       model_bytes: null     # paper-equivalent S; default: the paper's size of the model
       width: null           # explicit width multiplier instead of model_bytes
       host_time: scaled     # scaled (default): the run's own host time | full: every step padded to
-                            # the full-size job's host time (workloads.hosttime)
+                            # the full-size job's host time (tfjob.hosttime)
 
 W and P are the topology's workers and PSs. The emulated job pushes S / scale bytes (the model's
 width is chosen to hit that), on links at B / scale, so S/B keeps the paper's value.
@@ -48,11 +48,12 @@ from topologies.schema import (
     parse_spec,
     read_yaml,
 )
-from workloads.models import PAPER_BYTES
 from workloads.timeline import RandomFailures, TimelineEvent
 
+#: the paper's model sizes (Table 2), read as MiB of float32 parameters (tfjob.dnn's docstring)
+PAPER_BYTES = {"vgg16": 138_357_544 * 4, "resnet50": 25_557_032 * 4}
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
-#: workloads.models.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes;
+#: tfjob.dnn.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes;
 #: mnist: HiPS Table 1's "1 million parameters" of float32.
 PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936, "mnist": 4_000_000}
 
@@ -73,7 +74,7 @@ class JobSpec(BaseModel):
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
     warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
     placement: Literal["round-robin", "balanced"] = Field(
-        default="balanced", description="balanced: S/P per PS (workloads.placement); round-robin: TF's default"
+        default="balanced", description="balanced: S/P per PS (tfjob.placement); round-robin: TF's default"
     )
     model_bytes: float | None = Field(default=None, gt=0, description="paper-equivalent S in bytes")
     width: float | None = Field(default=None, gt=0, description="explicit width multiplier")
@@ -82,7 +83,7 @@ class JobSpec(BaseModel):
     deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
     scheme: Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "hrs", "hips-ms"] = Field(
         default="tf-ps",
-        description="synchronisation: tf-ps (TensorFlow's PS job) or a scheme of workloads/schemes",
+        description="synchronisation: tf-ps (TensorFlow's PS job) or a scheme of schemes/",
     )
     compute: Literal["tf", "calibrated"] = Field(
         default="tf",
@@ -104,7 +105,7 @@ class JobSpec(BaseModel):
     host_time: Literal["scaled", "full"] = Field(
         default="scaled",
         description="scaled: the run's own host time at its scaled model size; full: every step padded to the "
-        "full-size job's host time on this machine (workloads.hosttime)",
+        "full-size job's host time on this machine (tfjob.hosttime)",
     )
 
     @model_validator(mode="after")

@@ -17,12 +17,12 @@ seeded so that a run can be repeated):
 
 `pause_senders` is RAT's failure model (its Fig. 7): from at_s, k hosts drawn at random send
 nothing for every_s seconds, then k others are drawn, until for_s has passed (default: the end of
-the run). The scheme engine holds the hosts' sends itself (workloads.schemes.pauses), so only
+the run). The scheme engine holds the hosts' sends itself (engine.pauses), so only
 scheme jobs take it; the network-level variant is link_down.
 
 This module holds the schema and the expansion of random failures into concrete events;
-workloads.recovery measures what each applied event cost the job, workloads.timeline_out writes
-the CSV/PNG. None of them knows about Mininet: the runner applies the events (workloads.inject)
+runs.recovery measures what each applied event cost the job, runs.timeline_out writes
+the CSV/PNG. None of them knows about Mininet: the runner applies the events (runs.inject)
 and records when each one happened.
 """
 

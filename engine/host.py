@@ -1,0 +1,202 @@
+"""One scheme process inside an emulated host: compute, synchronise, apply, for N iterations.
+
+    python -m engine.host CONFIG.json
+
+Compute modes (both move the same bytes):
+- `tf`: the job's Keras model (tfjob.dnn, same widths and seeded synthetic CIFAR data as
+  the PS job) computes real gradients with a GradientTape; after synchronisation every worker
+  applies SGD with the summed gradient / W, so all replicas stay identical.
+- `calibrated`: no TensorFlow (a TF process takes ~650 MB): the step sleeps the measured compute
+  time and the gradient is seeded random numbers of the model's size, so a run with many hosts
+  fits in memory.
+Dedicated servers (scheme `ps`) hold no gradient and only synchronise.
+
+Writes `<run_dir>/<host>.jsonl`: one line per measured iteration (compute, synchronisation and
+apply seconds, payload bytes sent/received, loss in tf mode), then a `done` line. With `check`,
+each iteration's input gradient and result go to `<run_dir>/check/` for `verify_sums`.
+
+Writes a `ready` line first (connected to every peer), and per row the wall-clock start and end
+of the iteration, so the runner can follow the run (t0, steps) while it goes.
+
+Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows in seconds
+after t0, the start of the first measured iteration (drawn by the runner from its seed); inside
+one, this host's sends wait for the window's end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.executor import HostEngine
+from schemes import compile_scheme
+
+LOG = logging.getLogger("scheme-host")
+
+
+class Compute:
+    """Gradients of one worker: real (TensorFlow) or calibrated (sleep + seeded random)."""
+
+    def __init__(self, cfg: dict[str, Any], n_elems: int, index: int) -> None:
+        self.cfg = cfg
+        self.n_elems = n_elems
+        self.index = index
+        self.loss: float | None = None
+        self.model = None
+        if cfg["mode"] == "tf":
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+            import tensorflow as tf
+
+            from tfjob.dnn import CLASSES, build_model, input_shape
+
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+            tf.keras.utils.set_random_seed(cfg["seed"])  # same initial weights on every worker
+            self.tf = tf
+            self.model = build_model(cfg["model"], cfg["width"])
+            rng = np.random.default_rng(cfg["seed"] * 1000 + index)  # each worker its own data
+            bs = cfg["batch_size"]
+            self.x = rng.standard_normal((bs, *input_shape(cfg["model"]))).astype(np.float32)
+            self.y = rng.integers(0, CLASSES, bs)
+            self.loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            got = sum(int(np.prod(v.shape)) for v in self.model.trainable_variables)
+            if got != n_elems:
+                raise SystemExit(f"model has {got} parameters, the schedule {n_elems}")
+
+    def gradient(self, iteration: int) -> np.ndarray:
+        if self.model is None:
+            time.sleep(self.cfg["compute_s"])
+            return calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            logits = self.model(self.x, training=True)
+            loss = self.loss_fn(self.y, logits)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.loss = float(loss)
+        return np.concatenate([g.numpy().ravel() for g in grads]).astype(np.float32)
+
+    def apply(self, total: np.ndarray, workers: int) -> None:
+        if self.model is None:
+            return
+        step = total * (self.cfg["lr"] / workers)
+        at = 0
+        for v in self.model.trainable_variables:
+            n = int(np.prod(v.shape))
+            v.assign_sub(step[at : at + n].reshape(v.shape))
+            at += n
+
+
+def calibrated_gradient(seed: int, iteration: int, index: int, n_elems: int) -> np.ndarray:
+    """The seeded stand-in gradient of worker `index` at `iteration` (reproducible anywhere)."""
+    return np.random.default_rng([seed, iteration, index]).standard_normal(n_elems).astype(np.float32)
+
+
+async def run(cfg: dict[str, Any]) -> None:
+    name = cfg["name"]
+    sched = compile_scheme(
+        cfg["scheme"],
+        cfg["workers"],
+        cfg["n_elems"],
+        servers=cfg.get("servers", ()),
+        regions=cfg.get("regions"),
+        digits=cfg.get("digits"),
+        hips_stages=cfg.get("hips_stages"),
+        hips_parallel=cfg.get("hips_parallel", True),
+        both_ways=cfg.get("both_ways", False),
+        hips_pipeline=cfg.get("hips_pipeline"),
+    )
+    addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
+    engine = HostEngine(name, sched, addresses)
+    if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
+        engine.trace = []
+    pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
+    is_worker = name in sched.workers
+    compute = Compute(cfg, sched.n_elems, sched.workers.index(name)) if is_worker else None
+    out_dir = Path(cfg["run_dir"])
+    check_dir = out_dir / "check"
+    if cfg.get("check"):
+        check_dir.mkdir(parents=True, exist_ok=True)
+    await engine.listen()
+    await engine.connect()
+    total = cfg["warmup"] + cfg["iterations"]
+    with (out_dir / f"{name}.jsonl").open("w") as log:
+        log.write(json.dumps({"ready": True, "host": name, "t": time.time()}) + "\n")
+        log.flush()
+        for it in range(total):
+            started = time.time()
+            if it == cfg["warmup"]:  # t0: the pause windows start counting here
+                engine.pauses = sorted((started + a, started + b) for a, b in pauses)
+            t0 = time.monotonic()
+            buf = compute.gradient(it) if compute else np.zeros(sched.n_elems, dtype=np.float32)
+            if cfg.get("check") and compute:
+                np.save(check_dir / f"{it}-{name}-in.npy", buf)
+            t1 = time.monotonic()
+            counters = await engine.synchronise(buf, it)
+            t2 = time.monotonic()
+            if compute:
+                compute.apply(buf, len(sched.workers))
+                if cfg.get("check"):
+                    np.save(check_dir / f"{it}-{name}-out.npy", buf)
+            t3 = time.monotonic()
+            row = {
+                "iteration": it,
+                "warmup": it < cfg["warmup"],
+                "host": name,
+                "role": "worker" if compute else "server",
+                "compute_s": t1 - t0,
+                "sync_s": t2 - t1,
+                "apply_s": t3 - t2,
+                "sent_bytes": counters.sent,
+                "received_bytes": counters.received,
+                "loss": compute.loss if compute else None,
+                "started": started,
+                "ended": time.time(),
+            }
+            if engine.trace is not None:
+                row["trace"] = list(engine.trace)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+        log.write(json.dumps({"done": True, "host": name}) + "\n")
+    await engine.close()
+
+
+def verify_sums(run_dir: Path, workers: list[str], tolerance: float = 1e-5) -> list[str]:
+    """Problems found: every worker's result must be the float64 sum of all inputs (relative error)."""
+    check = run_dir / "check"
+    problems = []
+    iterations = sorted({int(p.name.split("-")[0]) for p in check.glob("*-in.npy")})
+    if not iterations:
+        return [f"{check}: no checked iteration"]
+    for it in iterations:
+        want = sum(np.load(check / f"{it}-{w}-in.npy").astype(np.float64) for w in workers)
+        scale = float(np.max(np.abs(want))) or 1.0
+        for w in workers:
+            got = np.load(check / f"{it}-{w}-out.npy")
+            err = float(np.max(np.abs(got - want))) / scale
+            if err > tolerance:
+                problems.append(f"iteration {it}, {w}: relative error {err:.2e} > {tolerance:g}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    cfg = json.loads(Path(argv[0]).read_text())
+    try:
+        asyncio.run(run(cfg))
+    except Exception as err:
+        LOG.error("%s: %s: %s", cfg.get("name"), type(err).__name__, err)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

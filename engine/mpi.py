@@ -1,0 +1,113 @@
+"""Open MPI's allreduce between emulated hosts, one rank per host, over the hosts' emulated addresses.
+
+How (measured in ../shared/notes/probe-mpi-afxdp.md): `mpirun` runs inside the first host; the
+`mnrsh` agent starts the other ranks inside their hosts' namespaces with `mnexec -a PID`; the TCP
+BTL is restricted to the 10.x addresses, so every byte crosses the emulated links. The tuned
+component's dynamic rules select the algorithm, so our `ring` and `halving-doubling` can be set
+beside Open MPI's ring (4) and Rabenseifner's reduce-scatter + all-gather (6).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from emulation.net import Testbed, clean_env
+
+REPO = Path(__file__).resolve().parents[1]
+AGENT = Path(__file__).with_name("mnrsh")
+#: our scheme -> Open MPI 4.1 coll_tuned_allreduce_algorithm
+ALGORITHMS = {"ring": 4, "halving-doubling": 6, "recursive-doubling": 3, "default": 0}
+#: seconds mpirun waits for every host's daemon before giving up (on 2 busy cores one may be slow)
+STARTUP_TIMEOUT_S = 60
+LOG = logging.getLogger(__name__)
+
+
+class MpiError(RuntimeError):
+    """Open MPI is missing or its run failed (the message quotes its last lines)."""
+
+
+def run_mpi_allreduce(
+    tb: Testbed,
+    hosts: Sequence[str],
+    n_elems: int,
+    algorithm: str,
+    run_dir: Path,
+    warmup: int = 1,
+    iterations: int = 3,
+    timeout_s: float = 300.0,
+) -> dict:
+    """Times of Open MPI's allreduce of `n_elems` float32 across `hosts` (slowest rank per call).
+
+    A launch where a host's daemon never reports (seen once under heavy load) is tried once more;
+    nothing of a failed attempt is left running."""
+    if shutil.which("mpirun") is None:
+        raise MpiError("mpirun not found: install openmpi-bin (scripts/setup.sh does)")
+    if algorithm not in ALGORITHMS:
+        raise MpiError(f"unknown MPI algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ips = [tb.model.nodes[h].ip for h in hosts]
+    hostmap = run_dir / "hostmap"
+    hostmap.write_text("".join(f"{ip} {tb.host(h).pid}\n" for h, ip in zip(hosts, ips, strict=True)))
+    hostfile = run_dir / "hostfile"
+    hostfile.write_text("".join(f"{ip} slots=1\n" for ip in ips))
+    nets = sorted({".".join(ip.split(".")[:1]) + ".0.0.0/8" for ip in ips})
+    argv = [
+        "mpirun", "--allow-run-as-root", "-np", str(len(hosts)), "--hostfile", str(hostfile),
+        "--map-by", "node", "--bind-to", "none",
+        "--mca", "plm", "rsh", "--mca", "plm_rsh_agent", str(AGENT), "--mca", "plm_rsh_no_tree_spawn", "1",
+        "--mca", "pml", "ob1", "--mca", "btl", "tcp,self", "--mca", "osc", "^ucx",
+        "--mca", "btl_tcp_if_include", ",".join(nets), "--mca", "oob_tcp_if_include", ",".join(nets),
+        "-x", "PYTHONPATH", "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S),
+    ]  # fmt: skip
+    if ALGORITHMS[algorithm]:
+        argv += ["--mca", "coll_tuned_use_dynamic_rules", "1"]
+        argv += ["--mca", "coll_tuned_allreduce_algorithm", str(ALGORITHMS[algorithm])]
+    argv += [sys.executable, "-m", "engine.mpi_allreduce", str(n_elems), str(warmup), str(iterations)]
+    env = {**clean_env(), "PSNET_MPI_HOSTMAP": str(hostmap), "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
+    for attempt in (1, 2):
+        out, code = _mpirun(tb, hosts[0], argv, env, str(hostmap), timeout_s)
+        (run_dir / f"mpirun-{attempt}.log").write_text(out)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if code == 0 and lines:
+            res = json.loads(lines[-1])
+            res["algorithm"] = algorithm
+            res["attempts"] = attempt
+            return res
+        tail = " | ".join(out.strip().splitlines()[-3:])
+        if attempt == 1:
+            LOG.warning("mpirun failed (exit %s: %s); trying once more", code, tail)
+            continue
+        raise MpiError(f"mpirun exited {code}: {tail} (log in {run_dir})")
+    raise AssertionError("unreachable")
+
+
+def _mpirun(
+    tb: Testbed, host: str, argv: list[str], env: dict[str, str], hostmap: str, timeout_s: float
+) -> tuple[str, int]:
+    """Run mpirun in `host`; on a time-out kill it and every daemon it started (orted daemonizes
+    into the other hosts' namespaces, so it outlives mpirun's process group), found by our hostmap
+    in their environment."""
+    p = tb.host(host).popen(argv, env=env, cwd=str(REPO), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        out, _ = p.communicate(timeout=timeout_s)
+        return out, p.returncode
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        return out + f"\n(no result after {timeout_s:g} s: stopped)", -9
+    finally:
+        for proc in psutil.process_iter(["name", "environ"]):
+            try:
+                if (proc.info["environ"] or {}).get("PSNET_MPI_HOSTMAP") == hostmap:
+                    proc.kill()
+            except psutil.Error:
+                pass

@@ -1,0 +1,120 @@
+"""One iteration's traffic as messages: the TF PS job in two phases, or a scheme's schedule as a DAG.
+
+A `Traffic` is plain data (picklable, it crosses into the simulation subprocess): messages
+(sender, receiver, bytes), each with a gate it waits for, and the phase barriers.
+
+Schedule semantics are schemes/schedule.py's: per host and chunk the steps run in order, a send
+never blocks but waits for every earlier receive into its chunk at that host, and the k-th send
+of chunk c from a to b is the k-th receive of c at b from a. A gate is therefore (host, chunk,
+n): open once the first n receives of that chunk at that host have arrived. Messages of one
+(sender, receiver) pair go one after another, as the engine's one connection per pair (and TF's
+one connection per worker-PS pair) carries them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controller.tc import Circuits
+from schemes.schedule import Op, Schedule
+from topologies.model import Network
+
+#: the TF parameter-server job (tfjob/psjob.py), as opposed to a scheme's schedule
+TF_PS = "tf-ps"
+
+
+@dataclass
+class Traffic:
+    """Messages of one iteration. `gate[i]` is None (free once its phase starts) or the
+    (host, chunk, n) it waits for; `recv_slot[i]` is the (receiver, chunk, index) it fills."""
+
+    name: str
+    src: list[str] = field(default_factory=list)
+    dst: list[str] = field(default_factory=list)
+    nbytes: list[float] = field(default_factory=list)
+    phase: list[int] = field(default_factory=list)
+    gate: list[tuple[str, int, int] | None] = field(default_factory=list)
+    recv_slot: list[tuple[str, int, int] | None] = field(default_factory=list)
+    phases: list[str] = field(default_factory=lambda: ["all"])
+
+    def add(self, src: str, dst: str, nbytes: float, phase: int = 0) -> int:
+        self.src.append(src)
+        self.dst.append(dst)
+        self.nbytes.append(float(nbytes))
+        self.phase.append(phase)
+        self.gate.append(None)
+        self.recv_slot.append(None)
+        return len(self.src) - 1
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def pairs(self) -> set[tuple[str, str]]:
+        return set(zip(self.src, self.dst, strict=True))
+
+    def hosts(self) -> list[str]:
+        return sorted(set(self.src) | set(self.dst))
+
+
+def tf_ps(workers: Sequence[str], pss: Sequence[str], model_bytes: float) -> Traffic:
+    """The TF PS job: every worker pushes S/P to every PS, then (a barrier) every PS sends it back.
+
+    The paper's T_push then T_pull (Eqs. 1, 5-7); TF's real split is by whole variables
+    (README, Known limits), the equations' and this model's is S/P."""
+    t = Traffic(TF_PS, phases=["push", "pull"])
+    share = model_bytes / len(pss)
+    for w in workers:
+        for p in pss:
+            t.add(w, p, share, 0)
+    for w in workers:
+        for p in pss:
+            t.add(p, w, share, 1)
+    return t
+
+
+def from_schedule(schedule: Schedule) -> Traffic:
+    """A scheme's schedule as gated messages (see the module docstring for the rules)."""
+    t = Traffic(schedule.scheme)
+    received: dict[tuple[str, int], int] = defaultdict(int)  # (host, chunk) -> receives so far
+    sends: dict[tuple[str, str, int], deque[int]] = defaultdict(deque)
+    recvs: dict[tuple[str, str, int], deque[int]] = defaultdict(deque)
+    for host, steps in schedule.steps.items():
+        for s in steps:
+            if s.op == Op.SEND:
+                i = t.add(host, s.peer, schedule.chunks[s.chunk].nbytes)
+                n = received[(host, s.chunk)]
+                t.gate[i] = (host, s.chunk, n) if n else None
+                sends[(host, s.peer, s.chunk)].append(i)
+            else:
+                recvs[(s.peer, host, s.chunk)].append(received[(host, s.chunk)])
+                received[(host, s.chunk)] += 1
+    for key, ids in sends.items():
+        slots = recvs.get(key, deque())
+        if len(slots) != len(ids):
+            raise ValueError(f"{schedule.scheme}: {len(ids)} sends of {key} but {len(slots)} receives")
+        for i, r in zip(ids, slots, strict=True):
+            t.recv_slot[i] = (key[1], key[2], r)
+    return t
+
+
+def scheme_traffic(
+    net: Network,
+    circuits: Circuits,
+    scheme: str,
+    workers: Sequence[str],
+    pss: Sequence[str],
+    model_bytes: float,
+    region_of: Mapping[str, Sequence[str]] | None = None,
+) -> Traffic:
+    """The traffic of `scheme` ("tf-ps" or a schemes name) for this job's hosts."""
+    if scheme == TF_PS:
+        return tf_ps(workers, pss, model_bytes)
+    from schemes import compile_scheme
+    from schemes.schedule import ELEM_BYTES
+
+    n_elems = max(len(workers), round(model_bytes / ELEM_BYTES))
+    regs = region_of if region_of is not None else net.family.regions(net)  # as the emulator's runs
+    servers = list(pss) if scheme == "ps" else []
+    return from_schedule(compile_scheme(scheme, list(workers), n_elems, servers=servers, regions=regs))

@@ -1,0 +1,257 @@
+"""Run one iteration's traffic on SimGrid, in a subprocess of its own.
+
+Measured facts this follows (../shared/notes/probe-simgrid.md, Debian's python3-simgrid 3.32):
+- CM02 with cross-traffic off and `network/optim:Full` is exact max-min; the default Lazy
+  optimisation lets flows exceed a link's rate when latencies are > 0 (a SimGrid bug), so Full
+  is always set. A calibration may replace the model by LV08 with fitted factors (`factors`),
+  and add a per-message latency (`MESSAGE_LATENCY`): each message's first byte arrives that much
+  after it starts, which is what TCP's ramp and the engine's per-message work cost on the emulator
+  and what max-min sharing has no term for (benchmarks/flowmodel.py fits it).
+- One Engine per process (a second one aborts; an uncaught error in an actor aborts too), so
+  each simulation runs in a fresh spawned process that does one task and exits.
+- Every actor is an OS thread: one driver actor starts every transfer with `Comm.sendto_async`.
+- Routes are the controller's, given per host pair as a Full zone (`add_route` per pair): the
+  zone's table is hosts^2 pointers (~0.8 GB at 10k hosts), which buys exact per-pair paths;
+  SimGrid's own fatTree zone has one fixed d-mod-k path and Floyd's seal is O(n^3).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import resource
+import time
+from collections import defaultdict, deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+
+from models.flow.demands import Traffic
+
+LOG = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[2]
+
+#: SimGrid settings: exact max-min (see the module docstring)
+BASE_CONFIG: dict[str, str] = {
+    "network/model": "CM02",
+    "network/crosstraffic": "0",
+    "network/optim": "Full",
+}
+#: where a calibration against the emulator writes its settings: a JSON object whose keys with a
+#: "/" are settings (SimGrid `--cfg` keys, e.g. {"network/model": "LV08",
+#: "network/bandwidth-factor": "0.97"}, and this engine's own `flowmodel/` keys) and whose other
+#: keys (date, machine, points) are a record; PSNET_FLOWMODEL_FACTORS overrides the path
+FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
+#: this engine's setting (not SimGrid's): seconds added to every message before its first byte
+MESSAGE_LATENCY = "flowmodel/message-latency-s"
+
+
+def sim_config(calibrated: bool = True) -> tuple[dict[str, str], str]:
+    """The SimGrid settings and where they came from (the factors file when one exists;
+    PSNET_FLOWMODEL_FACTORS=none: exact max-min whatever is stored).
+
+    `calibrated=False` is exact max-min too: the calibration describes this machine's emulator
+    (its TCP and userspace datapath at emulated rates), not a network at the paper's rates."""
+    env = os.environ.get("PSNET_FLOWMODEL_FACTORS")
+    path = Path(env or FACTORS_FILE)
+    cfg = dict(BASE_CONFIG)
+    if not calibrated:
+        return cfg, "CM02, exact max-min"
+    if env == "none" or not path.is_file():
+        return cfg, "CM02, uncalibrated"
+    try:
+        extra = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a JSON object of SimGrid settings ({err}); fix or remove it") from None
+    if not isinstance(extra, dict):
+        raise ValueError(f"{path}: expected a JSON object of SimGrid --cfg keys; fix or remove it")
+    cfg.update({str(k): str(v) for k, v in extra.items() if "/" in str(k)})
+    cfg["network/optim"] = "Full"  # Lazy is wrong with latencies > 0, whatever a file says
+    return cfg, f"{cfg['network/model']} with factors from {path}"
+
+
+@dataclass
+class Platform:
+    """Links (one split-duplex SimGrid link per cable) and each used pair's route over them."""
+
+    links: list[tuple[str, float, float]]  # (name, bytes/s, latency s)
+    routes: dict[tuple[str, str], list[tuple[int, bool]]]  # pair -> [(link index, a->b)]
+
+
+@dataclass
+class SimResult:
+    iteration_s: float
+    phase_s: list[float]
+    messages: int
+    links: int
+    hosts: int
+    platform_s: float
+    run_s: float
+    wall_s: float
+    max_rss_mb: float
+    config: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+    #: per message, its arrival time from the iteration's start (s)
+    finish_s: list[float] = field(default_factory=list)
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak RSS (VmHWM). Not ru_maxrss: Linux carries that across fork and
+    exec, so a spawned child would report its parent's peak when that was higher."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _quiet_import():
+    """Import simgrid with fd 2 silenced: the binding announces its thread contexts on stderr."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            import simgrid
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return simgrid
+
+
+def _simulate(platform: Platform, traffic: Traffic, config: dict[str, str]) -> SimResult:
+    """Runs inside the subprocess: build the platform, replay the traffic, report."""
+    t0 = time.perf_counter()
+    sg = _quiet_import()
+    sg_cfg = {k: v for k, v in config.items() if not k.startswith("flowmodel/")}
+    message_s = float(config.get(MESSAGE_LATENCY, 0.0))
+    args = ["flowmodel", *(f"--cfg={k}:{v}" for k, v in sg_cfg.items()), "--log=root.thres:warning"]
+    e = sg.Engine(args)
+    zone = sg.NetZone.create_full_zone("net")
+    hosts = {h: zone.create_host(h, 1e9).seal() for h in traffic.hosts()}
+    links = [zone.create_split_duplex_link(name, rate).set_latency(lat).seal() for name, rate, lat in platform.links]
+    up, down = sg.LinkInRoute.Direction.UP, sg.LinkInRoute.Direction.DOWN
+    # the per-message latency: one link per sender that never limits a rate (1 PB/s), only delays
+    sender = {h: zone.create_link(f"msg-{h}", 1e15).set_latency(message_s).seal() for h in hosts} if message_s else {}
+    for (a, b), route in platform.routes.items():
+        hops = [sg.LinkInRoute(links[i], up if fwd else down) for i, fwd in route]
+        hops = [sg.LinkInRoute(sender[a])] + hops if message_s else hops
+        zone.add_route(hosts[a].netpoint, hosts[b].netpoint, None, None, hops, False)
+    zone.seal()
+    t1 = time.perf_counter()
+    out: dict = {"phase_s": [], "error": ""}
+    finish = [math.nan] * len(traffic)
+
+    def driver() -> None:
+        try:
+            for ph in range(len(traffic.phases)):
+                start = e.clock
+                _run_phase(sg, hosts, traffic, ph, finish)
+                out["phase_s"].append(e.clock - start)
+        except Exception as err:  # an escaping exception would abort the process
+            out["error"] = f"{type(err).__name__}: {err}"
+
+    sg.Actor.create("driver", next(iter(hosts.values())), driver)
+    e.run()
+    t2 = time.perf_counter()
+    return SimResult(
+        iteration_s=sum(out["phase_s"]),
+        phase_s=out["phase_s"],
+        messages=len(traffic),
+        links=len(links),
+        hosts=len(hosts),
+        platform_s=t1 - t0,
+        run_s=t2 - t1,
+        wall_s=t2 - t0,
+        max_rss_mb=peak_rss_mb(),
+        config=config,
+        error=out["error"],
+        finish_s=finish,
+    )
+
+
+def _run_phase(sg, hosts: dict, t: Traffic, phase: int, finish: list[float]) -> None:
+    """Replay one phase's messages: gates and one-at-a-time pairs (see traffic.py)."""
+    ids = [i for i in range(len(t)) if t.phase[i] == phase]
+    simple = all(t.gate[i] is None for i in ids) and len({(t.src[i], t.dst[i]) for i in ids}) == len(ids)
+    if simple:  # all at once, nothing waits for anything: one wait for all
+        comms = [sg.Comm.sendto_async(hosts[t.src[i]], hosts[t.dst[i]], int(t.nbytes[i])) for i in ids]
+        sg.Comm.wait_all(comms)
+        for i, c in zip(ids, comms, strict=True):
+            finish[i] = c.finish_time
+        return
+    waiting: dict[tuple[str, int], deque[tuple[int, int]]] = defaultdict(deque)  # (host, chunk) -> (n, msg)
+    arrived: dict[tuple[str, int], set[int]] = defaultdict(set)
+    prefix: dict[tuple[str, int], int] = defaultdict(int)
+    queued: dict[tuple[str, str], deque[int]] = defaultdict(deque)
+    busy: set[tuple[str, str]] = set()
+    active: list = []
+    active_ids: list[int] = []
+
+    def ready(i: int) -> None:
+        pair = (t.src[i], t.dst[i])
+        if pair in busy:
+            queued[pair].append(i)
+            return
+        busy.add(pair)
+        active.append(sg.Comm.sendto_async(hosts[pair[0]], hosts[pair[1]], int(t.nbytes[i])))
+        active_ids.append(i)
+
+    ready_now = []
+    for i in ids:
+        g = t.gate[i]
+        if g is None:
+            ready_now.append(i)
+        else:
+            waiting[(g[0], g[1])].append((g[2], i))
+    for q in waiting.values():  # a host's sends of a chunk open in step order
+        q_sorted = sorted(q)
+        q.clear()
+        q.extend(q_sorted)
+    for i in ready_now:
+        ready(i)
+    while active:
+        k = sg.Comm.wait_any(active)
+        done = [k] + [j for j, c in enumerate(active) if j != k and c.test()]
+        finished = [active_ids[j] for j in done]
+        for j in done:
+            finish[active_ids[j]] = active[j].finish_time
+        for j in sorted(done, reverse=True):  # swap-remove, highest index first
+            last = len(active) - 1
+            active[j], active_ids[j] = active[last], active_ids[last]
+            active.pop()
+            active_ids.pop()
+        for i in finished:
+            pair = (t.src[i], t.dst[i])
+            busy.discard(pair)
+            if queued[pair]:
+                ready(queued[pair].popleft())
+            slot = t.recv_slot[i]
+            if slot is None:
+                continue
+            key = (slot[0], slot[1])
+            arrived[key].add(slot[2])
+            while prefix[key] in arrived[key]:
+                prefix[key] += 1
+            q = waiting.get(key)
+            while q and q[0][0] <= prefix[key]:
+                ready(q.popleft()[1])
+    stuck = sum(len(q) for q in waiting.values()) + sum(len(q) for q in queued.values())
+    if stuck:
+        raise RuntimeError(f"{t.name}: {stuck} messages never became ready (a receive nothing sends?)")
+
+
+def simulate(platform: Platform, traffic: Traffic, config: dict[str, str] | None = None) -> SimResult:
+    """One simulation in a fresh spawned process (SimGrid allows one Engine per process)."""
+    cfg = config if config is not None else sim_config()[0]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), max_tasks_per_child=1) as pool:
+        res = pool.submit(_simulate, platform, traffic, cfg).result()
+    LOG.debug("simulation: %.2f s in the subprocess, %.2f s with its start", res.wall_s, time.perf_counter() - t0)
+    if res.error:
+        raise RuntimeError(f"simulation failed: {res.error}")
+    return res

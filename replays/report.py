@@ -1,0 +1,639 @@
+"""A figure's outputs from its runs' summaries: summary.csv, <figure>.png, report.md, report.json.
+
+Reads only results/<figure>/points/*/rep*/summary.json, so a figure can be redrawn without
+rerunning (`testbed replay FIG --report-only`). The claims the figure file declares (see
+replays.claims) are judged on the measured data, not asserted in advance. report.json holds the
+same points and verdicts as report.md, for programs: the overview of `testbed replay all` and the
+speed-up headline read it instead of parsing the markdown.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from replays import decomposition as decomp
+from replays.claims import (
+    PAPER_EQ,
+    REFERENCE,
+    ClaimResult,
+    FasterThan,
+    bct_view,
+    evaluate,
+    paper_number,
+    paper_reference,
+)
+from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
+from runs.stats import describe
+
+CI_METHOD = (
+    "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
+    "repetitions; with a single repetition, Student t over that run's per-step BCTs (column 'CI over')"
+)
+
+
+@dataclass
+class Row:
+    """One point of a figure: its repetitions folded into a mean and a 95% confidence interval."""
+
+    point: Point
+    bcts: list[float] = field(default_factory=list)  # per repetition, the mean of the figure's metric
+    summaries: list[dict] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    metric: str = "bct_s"  # the summary field the figure plots and judges (bct_s, or gst_s for schemes)
+
+    @property
+    def bct(self) -> float | None:
+        return statistics.fmean(self.bcts) if self.bcts else None
+
+    @property
+    def spread(self) -> float:
+        return (max(self.bcts) - min(self.bcts)) if len(self.bcts) > 1 else 0.0
+
+    @property
+    def ci_over(self) -> str:
+        """What the CI is computed over: 'repetitions', 'steps' (one repetition) or '' (none)."""
+        if len(self.bcts) > 1:
+            return "repetitions"
+        return "steps" if self.ci95 is not None else ""
+
+    @property
+    def ci_n(self) -> int:
+        """Samples behind the CI: repetitions, or the single run's measured steps."""
+        return len(self.bcts) if len(self.bcts) > 1 else int(self.summaries[0][self.metric]["n"]) if self.bcts else 0
+
+    @property
+    def ci95(self) -> float | None:
+        """Half-width of the 95% CI of the mean (see CI_METHOD); None where it cannot be computed."""
+        if len(self.bcts) > 1:
+            return describe(self.bcts)["ci95"]
+        ci = self.summaries[0][self.metric].get("ci95") if self.summaries else None
+        return ci if isinstance(ci, int | float) and math.isfinite(ci) else None
+
+    @property
+    def pred(self) -> dict:
+        return self.summaries[0].get("predicted") or {} if self.summaries else {}
+
+    @property
+    def placed(self) -> dict:
+        """The model with the measured per-PS byte split (see runs.predict.placement_prediction)."""
+        return self.summaries[0].get("predicted_placement") or {} if self.summaries else {}
+
+    @property
+    def faithful(self) -> bool | None:
+        if not self.summaries:
+            return None
+        return all(s["fidelity"]["faithful"] for s in self.summaries)
+
+    @property
+    def fidelity_reason(self) -> str:
+        return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries}))
+
+    @property
+    def compress(self) -> float:
+        return float(self.summaries[0].get("compress") or 1.0) if self.summaries else 1.0
+
+    @property
+    def rest_s(self) -> float | None:
+        """Measured per-step time besides communication (runs.steptime), mean over repetitions."""
+        d = decomp.decompose(self)
+        return d.rest_s if d else None
+
+    @property
+    def paper_bcts(self) -> list[float] | None:
+        """Per repetition, the BCT in paper-equivalent seconds (replays.decomposition: its measured
+        communication x compress + the rest); None unless every repetition split its steps."""
+        if not self.summaries or self.metric != "bct_s":
+            return None
+        out = [v for s in self.summaries if (v := decomp.paper_bct_s(s)) is not None]
+        return out if len(out) == len(self.summaries) else None
+
+    @property
+    def bct_paper(self) -> float | None:
+        """The point's mean BCT in paper-equivalent seconds (what a compressed figure's speed-ups
+        compare: compress then cancels), None without step splits."""
+        v = self.paper_bcts
+        return statistics.fmean(v) if v else None
+
+    @property
+    def ci95_paper(self) -> float | None:
+        """Half-width of bct_paper's 95% CI over repetitions (None with fewer than two)."""
+        v = self.paper_bcts
+        return describe(v)["ci95"] if v and len(v) > 1 else None
+
+    @property
+    def unfaithful_reason(self) -> str:
+        """Why the repetitions that were not faithful were not (what a claim says it did not judge)."""
+        return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
+
+
+def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> list[Row]:
+    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run."""
+    key = f"{metric}_s"
+    rows = []
+    for p in points:
+        row = Row(p, metric=key)
+        for k in range(1, reps + 1):
+            f = rep_dir(out, p, k) / "summary.json"
+            try:
+                s = json.loads(f.read_text())
+            except (OSError, ValueError):
+                row.failed.append(f"rep{k}: not run")
+                continue
+            if s.get("complete") and s.get(key, {}).get("n"):
+                row.bcts.append(s[key]["mean"])
+                row.summaries.append(s)
+            else:
+                row.failed.append(f"rep{k}: {s.get('error') or 'incomplete'}")
+        rows.append(row)
+    return rows
+
+
+# --- the figure's results as data (report.json) ---------------------------------------------------
+class PointResult(BaseModel):
+    """One point's numbers as the report shows them."""
+
+    id: str
+    series: str
+    group: str
+    x: float | None
+    repetitions: int = Field(description="repetitions measured")
+    failed: list[str]
+    bct_mean_s: float | None
+    ci95_s: float | None = Field(description="half-width of the 95% CI of the mean")
+    bct_paper_s: float | None = Field(
+        default=None, description="mean BCT in paper-equivalent seconds (communication x compress + the rest)"
+    )
+    ci95_paper_s: float | None = Field(default=None, description="half-width of bct_paper_s's 95% CI")
+    ci_over: str = Field(description="repetitions | steps | '' (see FigureReport.ci_method)")
+    ci_n: int
+    spread_s: float
+    model_bct_min_s: float | None
+    model_bct_max_s: float | None
+    model_t_push_s: float | None
+    model_gst_s: float | None = Field(default=None, description="scheme jobs: the schedule's busiest cable / its rate")
+    model_gst_formula_s: float | None = Field(
+        default=None, description="HiPS Table 3's GST for the scheme on this BCube/Torus (gst_formula_s), else None"
+    )
+    equation: str | None
+    scale: float | None
+    compress: float | None
+    model_bytes_emulated: float | None
+    faithful: bool | None
+    fidelity: str
+    note: str = ""
+
+
+class FigureReport(BaseModel):
+    """What report.md says, as data: report.json."""
+
+    figure: str
+    title: str
+    metric: str = Field(default="bct", description="bct | gst: what the points' means are of")
+    quick: bool
+    repetitions: int = Field(description="repetitions asked for per point")
+    repeat_as: str = Field(
+        default="runs",
+        description="rounds: the repetitions of a point were rounds of one job (runs.rounds); runs: separate jobs",
+    )
+    job: dict[str, Any]
+    emulated_mbps: float | None
+    compress: float
+    wall_s: float | None = Field(description="the last sweep, time queued behind other emulations left out")
+    ci_method: str
+    paper: dict[str, Any] = Field(description=f"the figure's entry in results/reference/{REFERENCE.name}")
+    points: list[PointResult]
+    claims: list[ClaimResult]
+    decomposition: list[decomp.Decomposition] = Field(default_factory=list, description="paper-equivalent s")
+    ratio_curves: list[decomp.RatioCurve] = Field(default_factory=list, description="speed-up vs host time")
+
+    @property
+    def faithful_points(self) -> int:
+        return sum(p.faithful is True for p in self.points)
+
+
+def point_result(r: Row, note: str = "") -> PointResult:
+    s = r.summaries[0] if r.summaries else {}
+    return PointResult(
+        id=r.point.id,
+        series=r.point.series,
+        group=r.point.group,
+        x=r.point.x,
+        repetitions=len(r.bcts),
+        failed=r.failed,
+        bct_mean_s=r.bct,
+        ci95_s=r.ci95,
+        bct_paper_s=r.bct_paper,
+        ci95_paper_s=r.ci95_paper,
+        ci_over=r.ci_over,
+        ci_n=r.ci_n,
+        spread_s=r.spread,
+        model_bct_min_s=r.pred.get("bct_min_s"),
+        model_bct_max_s=r.pred.get("bct_max_s"),
+        model_t_push_s=r.pred.get("t_push_s"),
+        model_gst_s=r.pred.get("gst_s"),
+        model_gst_formula_s=s.get("gst_formula_s"),
+        equation=r.pred.get("equation"),
+        scale=s.get("scale"),
+        compress=s.get("compress") or r.point.compress,  # not run yet: what the figure asks for
+        model_bytes_emulated=s.get("model_bytes_emulated"),
+        faithful=r.faithful,
+        fidelity=r.fidelity_reason or "; ".join(r.failed),
+        note=note,
+    )
+
+
+def load_report(out: Path) -> FigureReport | None:
+    """A figure folder's report.json, or None (not written yet, or by an older version)."""
+    try:
+        return FigureReport.model_validate_json((out / "report.json").read_text())
+    except (OSError, ValidationError):
+        return None
+
+
+def headlines(rep: FigureReport) -> dict[str, dict]:
+    """Per group: the paper's speed-up and the claim's measured one, its unit (paper-equivalent
+    seconds where the runs were compressed, replays.claims.paper_equivalent_ratio), the ratio as
+    run, the two points and the host-time mode of the figure's own runs (not `compare` ones).
+    What `testbed replay` prints last and bench_replay compares."""
+    out: dict[str, dict] = {}
+    mode = rep.job.get("host_time") or decomp.DEFAULT_MODE
+    for c in rep.claims:
+        if c.type != "faster_than" or c.compares_paper or c.values.get("paper") is None:
+            continue
+        out[c.group] = {
+            "paper": c.values["paper"],
+            "measured": c.values.get("ratio"),
+            "as_run": c.values.get("as_run", c.values.get("ratio")),
+            "unit": c.unit,
+            "verdict": c.verdict,
+            "series": c.series,
+            "points": c.points,
+            "mode": mode,
+        }
+    return out
+
+
+# --- outputs --------------------------------------------------------------------------------------
+CSV_FIELDS = {
+    "point": "id",
+    "series": "series",
+    "group": "group",
+    "x": "x",
+    "reps": "repetitions",
+    "bct_mean_s": "bct_mean_s",
+    "bct_ci95_s": "ci95_s",
+    "ci_over": "ci_over",
+    "ci_n": "ci_n",
+    "bct_spread_s": "spread_s",
+    "model_bct_min_s": "model_bct_min_s",
+    "model_bct_max_s": "model_bct_max_s",
+    "model_t_push_s": "model_t_push_s",
+    "equation": "equation",
+    "scale": "scale",
+    "compress": "compress",
+    "model_bytes_emulated": "model_bytes_emulated",
+    "faithful": "faithful",
+    "fidelity": "fidelity",
+    "failed": "failed",
+}
+
+
+def write_csv(points: list[PointResult], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS))
+        w.writeheader()
+        for p in points:
+            row = {col: getattr(p, attr) for col, attr in CSV_FIELDS.items()}
+            row["failed"] = "; ".join(p.failed)
+            for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "model_bct_min_s", "model_bct_max_s"):
+                row[col] = _f(row[col])
+            row["model_t_push_s"] = _f(row["model_t_push_s"])
+            w.writerow(row)
+
+
+def _f(x: float | None) -> str:
+    return "" if x is None else f"{x:.4f}"
+
+
+def _err(r: Row) -> float:
+    return r.ci95 or 0.0
+
+
+def bars_paper_equivalent(rows: list[Row]) -> bool:
+    """Whether bars show paper-equivalent seconds: where a group's points ran at different
+    compress (claims.bct_view), bars as run would set different fractions of the paper's
+    communication side by side; then every bar is drawn in the one unit the claims judge."""
+    groups = dict.fromkeys(r.point.group for r in rows)
+    views = [bct_view([r for r in rows if r.point.group == g and r.bct]) for g in groups]
+    return any(v is not None and v[1] == PAPER_EQ for v in views) and all(r.bct_paper for r in rows if r.bct)
+
+
+def lines_paper_equivalent(rows: list[Row]) -> bool:
+    """Whether a line chart's panel shows paper-equivalent seconds: where its points ran
+    compressed (Fig. 9: VGG-16 at 8-32, ResNet50 at 8) and split their steps, as its
+    `bounded_by_model` claims judge them. As run, each compress sets a different fraction of the
+    paper's communication beside the same host time; in paper-equivalent seconds (measured points,
+    and the model's bounds: replays.decomposition.paper_bounds) it cancels."""
+    measured = [r for r in rows if r.bct is not None]
+    return any(r.compress != 1 for r in measured) and all(r.bct_paper is not None for r in measured)
+
+
+def _line(r: Row, paper_eq: bool) -> tuple[float | None, float, tuple[float, float] | None]:
+    """A line chart's point: (BCT, its 95% CI half-width, the model's (BCT_min, BCT_max)), as run
+    or in paper-equivalent seconds."""
+    if not paper_eq:
+        bounds = (r.pred["bct_min_s"], r.pred["bct_max_s"]) if r.pred.get("bct_max_s") else None
+        return r.bct, _err(r), bounds
+    return r.bct_paper, r.ci95_paper or 0.0, decomp.paper_bounds(r.pred, r.compress)
+
+
+def plot(fig: Figure, rows: list[Row], path: Path) -> None:
+    """Grouped bars (series within groups) or lines (x vs BCT, one panel per group, model lines);
+    error bars are the 95% CI of each point's mean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(r.point.group for r in rows))
+    series = list(dict.fromkeys(r.point.series for r in rows))
+    if fig.plot == "lines":
+        fig_, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 4), squeeze=False)
+        for ax, g in zip(axes[0], groups, strict=True):
+            paper_eq = lines_paper_equivalent([r for r in rows if r.point.group == g])
+            for i, s in enumerate(series):
+                pts = sorted(
+                    (r for r in rows if r.point.group == g and r.point.series == s and r.bct is not None),
+                    key=lambda r: r.point.x or 0,
+                )
+                if not pts:
+                    continue
+                color = f"C{i}"
+                xs = [r.point.x for r in pts]
+                lines = [_line(r, paper_eq) for r in pts]
+                ax.errorbar(
+                    xs,
+                    [y for y, _, _ in lines],
+                    yerr=[e for _, e, _ in lines],
+                    fmt="o:",
+                    capsize=3,
+                    color=color,
+                    label=f"{s} measured (95% CI)",
+                )
+                if all(b is not None for _, _, b in lines):
+                    ax.plot(xs, [b[1] for _, _, b in lines], "-", color=color, alpha=0.6, label=f"{s} BCT_max (model)")
+                    ax.plot(xs, [b[0] for _, _, b in lines], "--", color=color, alpha=0.6, label=f"{s} BCT_min (model)")
+            ax.set_title(g)
+            ax.set_xlabel(fig.xlabel)
+            unit = "paper-equivalent s" if paper_eq else "s, emulated"
+            ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit})")
+            if ax.get_legend_handles_labels()[0]:  # a panel with no point measured has no legend
+                ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
+    else:
+        fig_, ax = plt.subplots(figsize=(max(8, 1.6 * len(groups) * len(series) / 2), 4.5))
+        width = 0.8 / max(1, len(series))
+        paper_eq = bars_paper_equivalent(rows)
+        for i, s in enumerate(series):
+            xs, ys, errs = [], [], []
+            for j, g in enumerate(groups):
+                r = next((r for r in rows if r.point.group == g and r.point.series == s), None)
+                y = (r.bct_paper if paper_eq else r.bct) if r else None
+                if r and y is not None:
+                    xs.append(j + (i - (len(series) - 1) / 2) * width)
+                    ys.append(y)
+                    errs.append((r.ci95_paper or 0.0) if paper_eq else _err(r))
+            ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
+        _formula_markers(ax, rows, groups, series, width)
+        ax.set_xticks(range(len(groups)), groups)
+        unit = "paper-equivalent s" if paper_eq else "s, emulated"  # report.md says how: comm x compress + rest
+        ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit}; bars: 95% CI)", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig_.suptitle(fig.title, fontsize=10)
+    fig_.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig_.savefig(path, dpi=120)
+    plt.close(fig_)
+
+
+def _formula_markers(ax: Any, rows: list[Row], groups: list[str], series: list[str], width: float) -> None:
+    """A black bar-wide tick at HiPS Table 3's GST (`gst_formula_s`) on every bar that has one."""
+    xs, ys = [], []
+    for i, s in enumerate(series):
+        for j, g in enumerate(groups):
+            r = next((r for r in rows if r.point.group == g and r.point.series == s), None)
+            formula = r.summaries[0].get("gst_formula_s") if r and r.summaries else None
+            if formula is not None:
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                ys.append(formula)
+    if xs:
+        ax.plot(xs, ys, "k_", markersize=14, markeredgewidth=2, linestyle="none", label="HiPS Table 3 formula")
+
+
+def _faithful_word(f: bool | None) -> str:
+    return "faithful" if f else "NOT faithful" if f is False else "no run"
+
+
+METRIC_TEXT = {
+    "bct": "- BCT: per run, the mean over its measured steps of the slowest worker's step time (emulated "
+    "seconds); per point, the mean over its repetitions",
+    "gst": "- GST: per run, the mean over its measured iterations of the slowest worker's synchronisation time "
+    "(emulated seconds; RAT's ICT without compute); per point, the mean over its repetitions; model: the "
+    "schedule's bytes on the busiest cable over that cable's rate (a bound a perfectly pipelined run meets)",
+}
+
+
+def _paper_eq_text(p: PointResult) -> str:
+    if p.bct_paper_s is None:
+        return "-"
+    return f"{p.bct_paper_s:.2f}" + (f" ±{p.ci95_paper_s:.2f}" if p.ci95_paper_s is not None else "")
+
+
+def _compress_text(rep: FigureReport) -> str:
+    """The runs' compress: one number, or per group (per series where that lists fewer: Fig. 9's
+    models) where points set their own (a wall-time knob: speed-ups are then compared in
+    paper-equivalent seconds, where it cancels)."""
+
+    def by(key: Callable[[PointResult], str]) -> dict[str, set[float]]:
+        out: dict[str, set[float]] = {}
+        for p in rep.points:
+            out.setdefault(key(p), set()).add(p.compress if p.compress is not None else rep.compress)
+        return out
+
+    by_group = by(lambda p: p.group)
+    values = set().union(*by_group.values()) if by_group else {rep.compress}
+    if len(values) == 1:
+        return f"{next(iter(values)):g}"
+    by_series = by(lambda p: p.series)
+    if sum(map(len, by_series.values())) < sum(map(len, by_group.values())):
+        by_group = by_series  # the shorter listing: Fig. 9 compresses per model, not per panel
+    return ", ".join(f"{g or '-'} {'/'.join(f'{c:g}' for c in sorted(cs))}" for g, cs in by_group.items())
+
+
+#: how report.md says that a point's repetitions were rounds of one job
+ROUNDS_TEXT = (
+    " (as rounds of one job per point: one network, one set of TF processes, one warm-up; each round "
+    "its own steps, verdict and step split: runs.rounds)"
+)
+
+
+def markdown(rep: FigureReport) -> str:
+    """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
+    lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
+    lines += [
+        f"- points: {len(rep.points)}, repetitions each: {rep.repetitions}"
+        + (ROUNDS_TEXT if rep.repeat_as == "rounds" else "")
+        + f"; job: {json.dumps(rep.job)}",
+        f"- emulated worker rate: {rep.emulated_mbps or '-'} Mbit/s (scale = B_w / that; rates and model "
+        f"bytes divided together, so S/B is the paper's); compress {_compress_text(rep)}: model "
+        "bytes divided further, so communication takes 1/compress of the paper's time",
+        METRIC_TEXT[rep.metric],
+        f"- {rep.ci_method}",
+    ]
+    if rep.wall_s is not None:
+        lines.append(
+            f"- wall time of the last sweep: {rep.wall_s / 60:.1f} min (time queued behind other emulations left out)"
+        )
+    lines += [
+        "",
+        f"![{rep.figure}]({rep.figure}.png)",
+        "",
+        f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | model (s) | eq. "
+        "| scale | compress | paper-eq. (s) | faithful |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in rep.points:
+        model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
+        if rep.metric == "gst" and p.model_gst_s is not None:
+            model = f"{p.model_gst_s:.2f} (schedule)"
+            if p.model_gst_formula_s is not None:
+                model += f"; {p.model_gst_formula_s:.2f} (Table 3)"
+        bct = f"{p.bct_mean_s:.3f}" if p.bct_mean_s is not None else "failed: " + "; ".join(p.failed)
+        ci = f"±{p.ci95_s:.3f}" if p.ci95_s is not None else "-"
+        over = f"{p.ci_n} {'reps' if p.ci_over == 'repetitions' else 'steps'}" if p.ci_over else "-"
+        lines.append(
+            f"| {p.id} | {p.series} | {p.group} | {'' if p.x is None else f'{p.x:g}'} | {bct} | {ci} | {over} "
+            f"| {model} | {p.equation or '-'} | {'-' if p.scale is None else f'{p.scale:g}'} "
+            f"| {'-' if p.compress is None else f'{p.compress:g}'} | {_paper_eq_text(p)} "
+            f"| {'yes' if p.faithful else 'no' if p.faithful is False else '-'} |"
+        )
+    lines += ["", "## The paper's claims, checked on these data", ""]
+    for c in rep.claims:
+        lines.append(f"- **{c.label}**: {c.verdict}." + (f" {c.detail}" if c.detail else ""))
+    if not rep.claims:
+        lines.append("- (no claim declared in the figure file)")
+    if rep.paper:
+        lines += ["", f"Paper's stated numbers ({REFERENCE.parent.relative_to(REPO)}/): {json.dumps(rep.paper)}"]
+    if rep.decomposition or rep.ratio_curves:
+        lines += decomp.markdown(rep.decomposition, rep.ratio_curves, f"{rep.figure}-ratio.png")
+    lines += ["", "## Fidelity", ""]
+    for p in rep.points:
+        lines.append(f"- {p.id}: {_faithful_word(p.faithful)} ({p.fidelity})" + (f"; {p.note}" if p.note else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    fig: Figure,
+    out: Path,
+    points: list[Point],
+    reps: int,
+    notes: dict[str, str],
+    wall_s: float | None = None,
+    quick: bool = False,
+) -> list[ClaimResult]:
+    """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
+    rows = collect(out, points, reps, fig.metric)
+    notes = {p.id: "; ".join(filter(None, [notes.get(p.id, ""), *retry_notes(out, p, reps)])) for p in points}
+    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    if wall_s is None and run:
+        wall_s = run["wall_s"] - run.get("queued_s", 0.0)
+    reference = paper_reference()
+    rep = FigureReport(
+        figure=fig.figure,
+        title=fig.title,
+        metric=fig.metric,
+        quick=quick,
+        repetitions=reps,
+        repeat_as="rounds" if any("round" in x for r in rows for x in r.summaries) else "runs",
+        job=fig.job,
+        emulated_mbps=fig.emulated_mbps,
+        compress=fig.compress,
+        wall_s=wall_s,
+        ci_method=CI_METHOD,
+        paper=reference.get(fig.figure) or {},
+        points=[point_result(r, notes.get(r.point.id, "")) for r in rows],
+        claims=evaluate(fig.claims, rows, reference),
+    )
+    compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
+    if fig.compare and not quick:
+        mine = [fig.compare.point(p) for p in points if fig.compare.compares(p)]
+        compared = collect(out, mine, fig.compare.repeat, fig.metric)
+    rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
+    write_csv(rep.points, out / "summary.csv")
+    plot(fig, rows, out / f"{fig.figure}.png")
+    if rep.ratio_curves:
+        decomp.plot(rep.ratio_curves, out / f"{fig.figure}-ratio.png", f"{fig.title}: speed-up vs host time")
+    (out / "report.md").write_text(markdown(rep))
+    (out / "report.json").write_text(rep.model_dump_json(indent=1))
+    return rep.claims
+
+
+def speedup_curves(
+    fig: Figure, rows: list[Row], reference: dict[str, Any]
+) -> tuple[list[decomp.Decomposition], list[decomp.RatioCurve]]:
+    """Each point's BCT in parts that add up, and the speed-up over host time for each of the
+    figure's speed-ups the paper states a number for (replays.decomposition); ([], []) when it has none."""
+    speedups = [(c.series, c.than, c.paper) for c in fig.claims if isinstance(c, FasterThan) and c.paper]
+    if not speedups:
+        return [], []
+    return decomp.curves(rows, speedups, lambda key, group: paper_number(key, group, reference))
+
+
+def retry_notes(out: Path, point: Point, reps: int) -> list[str]:
+    """What the sweep re-ran for this point and why (the `retries` its summaries record)."""
+    notes = []
+    for k in range(1, reps + 1):
+        try:
+            s = json.loads((rep_dir(out, point, k) / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        for r in s.get("retries") or []:
+            then = (
+                "faithful"
+                if s.get("complete") and s.get("fidelity", {}).get("faithful")
+                else "still not faithful"
+                if s.get("complete")
+                else "failed again"
+            )
+            at = f"at scale {r['rerun_scale']:g}" if r["rerun_scale"] != r["scale"] else "at the same scale"
+            notes.append(f"rep{k} re-run once {at} ({then}); first attempt: {r['why']}")
+    return notes
+
+
+def overview(results: Path, names: list[str]) -> str:
+    """Markdown: per figure, the paper's claims as checked on our data, fidelity and wall time
+    (read from each figure's report.json, so it reflects the last run or --report-only)."""
+    lines = ["| figure | the paper's claim, checked on our data | faithful points | wall time |", "|---|---|---|---|"]
+    for name in names:
+        rep = load_report(results / name)
+        if rep is None:
+            hint = " (redraw: --report-only)" if (results / name / "report.md").exists() else ""
+            lines.append(f"| {name} | not replayed yet{hint} | - | - |")
+            continue
+        claims = [f"**{c.label}**: {c.verdict}." + (f" {c.detail}" if c.detail else "") for c in rep.claims]
+        wall = "-" if rep.wall_s is None else f"{rep.wall_s / 60:.1f} min"
+        lines.append(
+            f"| {name} | {'<br>'.join(c.replace('|', '/') for c in claims) or '-'} "
+            f"| {rep.faithful_points}/{len(rep.points)} | {wall} |"
+        )
+    return "\n".join(lines)

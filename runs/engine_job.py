@@ -1,0 +1,256 @@
+"""An experiment whose job names a scheme (`scheme: ring`, ...): the network up, one engine process
+per host, the fidelity monitor beside them, the results written, all torn down.
+
+What it writes to results/<name>/ (as the PS job does, with the scheme's own columns):
+- iterations.csv: per host and measured iteration, compute/sync/apply seconds and payload bytes;
+- summary.json: per-iteration GST (the slowest worker's synchronisation time) and BCT (its compute
+  + synchronisation + apply), the schedule's own expectation (bytes on the busiest cable over its
+  rate), HiPS Table 3's GST where the topology and scheme have one (`gst_formula_s`), bytes per
+  host, cross-region bytes per level, the dependency-chain length, the fidelity verdict, and,
+  with `check`, the sums verified;
+- manifest.json: the experiment, topology, sizes and seeds;
+- with a timeline: timeline.csv, events.csv, timeline.png (runs.engine_timeline).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emulation.fidelity import Monitor
+from emulation.flows import FlowSampler
+from emulation.net import Testbed
+from engine.emulated import run_in_testbed
+from engine.host import verify_sums
+from engine.processes import read_rows
+from runs.engine_timeline import SchemeTimeline
+from runs.predict import choose_width
+from runs.stall import ProgressWatch
+from runs.stats import describe
+from schemes import compile_scheme
+from schemes.count import expected_sync_s
+from schemes.gst import formula_s
+from schemes.hips import VARIANTS as HIPS_VARIANTS
+from schemes.schedule import (
+    ELEM_BYTES,
+    Schedule,
+    ScheduleError,
+    chain_length,
+    cross_region_bytes,
+    host_bytes,
+)
+from topologies.build import build_network
+from topologies.model import Network
+from topologies.schema import TopologySpec
+from workloads.errors import RunError, Unrecoverable
+from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+
+LOG = logging.getLogger(__name__)
+ROW_FIELDS = ["iteration", "host", "role", "compute_s", "sync_s", "apply_s", "sent_bytes", "received_bytes", "loss"]
+
+
+def calibrated_compute_s(job: JobSpec, width: float) -> float:
+    """Seconds one worker step computes here: the batch over P_w measured for this model (cached)."""
+    from tfjob import calibrate, dnn
+
+    cal = calibrate.calibrate(lambda: dnn.build_model(job.model, width), f"{job.model}@w{width:.6g}", job.batch_size)
+    return job.batch_size / cal.p_w_samples_per_s
+
+
+@dataclass
+class Prepared:
+    """A scheme job ready to run on its network: hosts, sizes, schedule and the engine's config."""
+
+    net: Network
+    workers: list[str]
+    servers: list[str]
+    width: float
+    model_bytes: float
+    sched: Schedule
+    cfg: dict[str, Any]
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.workers + self.servers
+
+
+def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
+    """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
+    the schedule and write the engine's config; ExperimentError names what does not fit."""
+    digits = net.family.address_digits(net)
+    everyone = job.scheme in HIPS_VARIANTS  # HiPS syncs every server of the address grid
+    workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
+    if everyone and job.workers is None:
+        workers = [n.name for n in net.hosts() if n.name in digits]
+    servers = (list(job.ps) if job.ps is not None else [n.name for n in net.pss()]) if job.scheme == "ps" else []
+    for h in workers + servers:
+        if h not in net.nodes or not net.nodes[h].is_host:
+            raise ExperimentError(f"{where}: job.workers: {h} is not a host of the topology")
+    if job.scheme == "ps" and not servers:
+        raise ExperimentError(f"{where}: job.scheme: ps needs PS hosts; give job.ps or use a topology with PSs")
+    if len(workers) < 2 and job.scheme != "ps":
+        raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least two workers")
+    width, model_bytes = choose_width(job, scale)
+    n_elems = int(model_bytes) // ELEM_BYTES
+    regions = net.family.regions(net)
+    hips_args = {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
+    both_ways = net.family.rings_both_ways
+    try:
+        sched = compile_scheme(
+            job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers},
+            digits=digits, both_ways=both_ways, **hips_args,
+        )  # fmt: skip
+    except ScheduleError as err:
+        raise ExperimentError(f"{where}: job.scheme: {err}") from None
+    compute_s = 0.0
+    if job.compute == "calibrated":
+        compute_s = job.compute_s if job.compute_s is not None else calibrated_compute_s(job, width)
+    cfg = {
+        "scheme": job.scheme,
+        "workers": workers,
+        "servers": servers,
+        "regions": {w: list(regions[w]) for w in workers},
+        "n_elems": n_elems,
+        "mode": job.compute,
+        "compute_s": compute_s,
+        "model": job.model,
+        "width": width,
+        "batch_size": job.batch_size,
+        "lr": 0.01,
+        "seed": job.seed,
+        "warmup": job.warmup,
+        "iterations": job.iterations,
+        "check": job.check,
+        "digits": {w: list(digits[w]) for w in workers if w in digits},
+        "both_ways": both_ways,
+        **hips_args,
+    }
+    return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
+
+
+def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
+    """A stall watch over the engine's hosts: armed when every host is connected (its ready line),
+    progress is any host finishing an iteration or a link moving bytes."""
+
+    def lines(h: str) -> list[dict]:
+        return read_rows(run_dir / f"{h}.jsonl")
+
+    def doing() -> str:
+        parts = []
+        for h in hosts:
+            its = [r["iteration"] for r in lines(h) if "iteration" in r]
+            parts.append(f"{h}: " + (f"iteration {its[-1]} done" if its else "no iteration done"))
+        return "; ".join(parts)
+
+    return ProgressWatch(
+        ready=lambda: all(lines(h) for h in hosts),
+        count=lambda: sum(1 for h in hosts for r in lines(h) if "iteration" in r),
+        windows=windows,
+        doing=doing,
+    )
+
+
+def run_scheme_job(
+    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+) -> dict[str, Any]:
+    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    job = exp.main
+    net = build_network(topo, topo_source)
+    where = source or exp.name
+    prep = prepare(job, net, topo.scale * exp.compress, where)
+    workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
+    width, model_bytes = prep.width, prep.model_bytes
+    regions = net.family.regions(net)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "experiment": source or exp.name,
+        "topology_file": topo_source,
+        "topology": topo.model_dump(),
+        "job": job.model_dump(),
+        "width": width,
+        "model_bytes_emulated": model_bytes,
+        "engine": cfg,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    hosts = workers + servers
+    timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
+    error = ""
+    with Testbed(net) as tb:
+        monitor = Monitor(net).start()
+        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
+        timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
+        stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
+
+        def tick() -> None:
+            timeline.tick()
+            stall.check()
+
+        try:
+            run = run_in_testbed(tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick)
+        except (RuntimeError, Unrecoverable) as err:
+            error = str(err)
+            run = None
+        finally:
+            verdict = monitor.stop()
+            busiest = flows.stop()
+            timeline.finish()
+    if run is None:
+        raise RunError(f"{where}: {error}")
+    with (out / "iterations.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ROW_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(run.rows)
+    its = run.iterations()
+    by_it = {}
+    for r in run.rows:
+        if r["role"] == "worker":
+            t = r["compute_s"] + r["sync_s"] + r["apply_s"]
+            by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
+    problems = verify_sums(out / "engine", workers) if job.check else []
+    expected = expected_sync_s(net, sched)
+    nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
+    both_ways = net.family.rings_both_ways
+    gst_formula_s = formula_s(
+        cfg["digits"], both_ways, job.scheme, job.hips_stages, job.hips_parallel, model_bytes, nic_mbps
+    )
+    summary = {
+        "name": exp.name,
+        "complete": True,
+        "scheme": job.scheme,
+        "compute": job.compute,
+        "compute_s_per_step": cfg["compute_s"],
+        "model": job.model,
+        "workers": len(workers),
+        "ps": len(servers),
+        "worker_hosts": workers,
+        "ps_hosts": servers,
+        "batch_size": job.batch_size,
+        "scale": topo.scale,
+        "compress": exp.compress,
+        "model_bytes_emulated": model_bytes,
+        "gst_s": describe([i["sync_s"] for i in its]),
+        "bct_s": describe(list(by_it.values())),
+        "expected_sync_s": expected,
+        "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
+        "gst_formula_s": gst_formula_s,
+        "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
+        "cross_region_bytes": cross_region_bytes(sched, regions),
+        "chain_length": chain_length(sched),
+        "loss": [i["loss"] for i in its] if job.compute == "tf" else None,
+        "sums_checked": job.check,
+        "sum_problems": problems,
+        "fidelity": verdict.as_dict(),
+        "routing": net.spec.routing,
+        "mtu": net.spec.mtu,
+        "flows_on_busiest_link": busiest.as_dict(),
+    }
+    if timeline.active:
+        summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if problems:
+        raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
+    return summary

@@ -1,0 +1,117 @@
+"""The paper's model (Eqs. 1-7) for one run: the job's size at a scale, its predicted BCT, and the
+same prediction again with the PSs' real byte split. The model builds nothing: P_w and P_s are
+calibrated on this machine (cached), the network is the topology model.
+
+A job in `host_time: full` (tfjob.hosttime) is padded to the full-size job's host time; its
+prediction takes that host time too (T_compute = a full-size worker's share, T_ps_update = the
+busiest PS's), so BCT_min and BCT_max describe the step the run actually times."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tfjob.hosttime import HostTime
+from topologies.build import build_network
+from topologies.model import Network
+from topologies.schema import parse_spec
+from workloads.experiment import JobSpec
+
+if TYPE_CHECKING:
+    from models.bct_model import Prediction
+
+
+def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
+    """Width multiplier giving S / scale bytes; returns (width, emulated bytes).
+
+    An explicit width wins; at scale 1 with no model_bytes the real CIFAR architecture runs
+    unchanged (width 1); otherwise the width is solved for the paper's S divided by the scale.
+    """
+    from tfjob import dnn
+
+    if job.width is not None or (scale == 1 and job.model_bytes is None):
+        width = job.width or 1.0
+        return width, dnn.param_bytes(job.model, width)
+    target = job.paper_bytes / scale
+    width = dnn.width_for_bytes(job.model, target)
+    return width, dnn.param_bytes(job.model, width)
+
+
+def prediction(net: Network, job: JobSpec, width: float, model_bytes: float, host: HostTime | None = None) -> dict:
+    """The paper's model for this job (Eqs. 1-7), with P_w and P_s calibrated here and cached.
+    The model covers one job on all of the topology's workers and PSs. With `host` in full mode,
+    T_compute and T_ps_update are its full-size shares instead (see the module docstring)."""
+    from models import bct_model
+    from tfjob import calibrate, dnn
+
+    if job.workers is not None or job.ps is not None:
+        return {"equation": None, "note": "the paper's model covers one job on all of the topology's hosts"}
+    try:
+        cal = calibrate.calibrate(
+            lambda: dnn.build_model(job.model, width), f"{job.model}@w{width:.6g}", job.batch_size
+        )
+        pred = bct_model.predict(
+            net, model_bytes, job.batch_size * len(net.workers()), cal.p_w_samples_per_s, cal.p_s_bytes_per_s
+        )
+    except ValueError as err:  # BCube, or a job over more than two modules
+        return {"equation": None, "note": str(err)}
+    if host is not None and host.mode == "full":
+        pred = full_host_time(pred, host)
+    return {
+        **{k: v for k, v in pred.__dict__.items()},
+        "t_comm_s": pred.t_comm_s,
+        "p_w_samples_per_s": cal.p_w_samples_per_s,
+        "p_s_bytes_per_s": cal.p_s_bytes_per_s,
+    }
+
+
+def full_host_time(pred: Prediction, host: HostTime) -> Prediction:
+    """`pred` with the full-size host time: T_compute = the worker's share, T_ps_update = the PS's,
+    and both bounds (Eqs. 1, 2) recomputed with them."""
+    from models import bct_model
+
+    terms = (pred.t_pull_s, host.full_worker_s, pred.t_push_s, host.full_ps_s, pred.t_sync_s)
+    return replace(
+        pred,
+        t_compute_s=host.full_worker_s,
+        t_ps_update_s=host.full_ps_s,
+        bct_min_s=bct_model.bct_min_s(*terms),
+        bct_max_s=bct_model.bct_max_s(*terms),
+    )
+
+
+def placement_prediction(
+    net: Network,
+    job: JobSpec,
+    width: float,
+    model_bytes: float,
+    bytes_per_ps: dict | None,
+    host: HostTime | None = None,
+) -> dict:
+    """The model again with the PSs' real byte split: the equations take S/P per PS; TF places
+    whole variables, so the busiest PS holds more (VGG-16's big FC kernel). Substituting
+    P x (largest PS share) for S makes every (S/P)/rate term the busiest PS's transfer."""
+    if not bytes_per_ps:
+        return {}
+    held = [float(b) for b in bytes_per_ps.values()]
+    effective = len(net.pss()) * max(held)
+    pred = prediction(net, job, width, effective, host)
+    return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
+
+
+def repredict(run_dir: Path) -> dict:
+    """Recompute a finished run's model predictions with the current model code (no rerun)."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
+    job = JobSpec.model_validate(manifest["job"])
+    record = summary.get("host_time") or {}
+    host = HostTime.from_dict(record) if record.get("mode") == "full" else None  # as measured for the run
+    summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"], host)
+    summary["predicted_placement"] = placement_prediction(
+        net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
+    )
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary
