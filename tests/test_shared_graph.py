@@ -99,11 +99,14 @@ def test_children_forked_after_a_build_draw_their_own_random_numbers():
 
     from tfjob import tf_rng
 
-    tf.compat.v1.disable_eager_execution()
-    with tf.Graph().as_default():
-        tf.constant(1.0)  # any graph starts the generator
-    assert tf_rng.slot() is not None  # TF 2.21's New64 has the shape tf_rng trusts
-    same = draws_of_two_forked_children(reseed=False)
-    assert same[0] == same[1]  # what the fork server's children would have drawn
-    own = draws_of_two_forked_children(reseed=True)
-    assert own[0] != own[1]
+    tf.compat.v1.disable_eager_execution()  # as psjob runs; undone below: it is process-wide
+    try:
+        with tf.Graph().as_default():
+            tf.constant(1.0)  # any graph starts the generator
+        assert tf_rng.slot() is not None  # TF 2.21's New64 has the shape tf_rng trusts
+        same = draws_of_two_forked_children(reseed=False)
+        assert same[0] == same[1]  # what the fork server's children would have drawn
+        own = draws_of_two_forked_children(reseed=True)
+        assert own[0] != own[1]
+    finally:  # later tests in this process (a calibration: Variable.numpy()) need eager execution
+        tf.compat.v1.enable_eager_execution()
