@@ -1,10 +1,11 @@
 """Open MPI's allreduce between emulated hosts, one rank per host, over the hosts' emulated addresses.
 
-How (measured in ../shared/notes/probe-mpi-afxdp.md): `mpirun` runs inside the first host; the
-`mnrsh` agent starts the other ranks inside their hosts' namespaces with `mnexec -a PID`; the TCP
-BTL is restricted to the 10.x addresses, so every byte crosses the emulated links. The tuned
-component's dynamic rules select the algorithm, so our `ring` and `halving-doubling` can be set
-beside Open MPI's ring (4) and Rabenseifner's reduce-scatter + all-gather (6).
+How (measured in an earlier probe on this machine, docs/schemes.md "Open MPI as the reference"):
+`mpirun` runs inside the first host; the `mnrsh` agent starts the other ranks inside their hosts'
+namespaces with `mnexec -a PID`; the TCP BTL is restricted to the 10.x addresses, so every byte
+crosses the emulated links. The tuned component's dynamic rules select the algorithm, so our
+`ring` and `halving-doubling` can be set beside Open MPI's ring (4) and Rabenseifner's
+reduce-scatter + all-gather (6).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HiPS's gradient synchronisation time (GST) formulas, Table 3 (notes-other-papers.md §2.3).
+"""HiPS's gradient synchronisation time (GST) formulas, Table 3 (HiPS paper §4).
 
 GST in units of W/B (W: one server's gradient bytes, B: one NIC's rate), with N = n^h servers in
 groups of n on h levels. The extracted paper prints 2·n^(h-1)/n^h; summing its own derivation's

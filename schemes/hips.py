@@ -1,4 +1,4 @@
-"""HiPS: hierarchical parameter synchronisation on server-centric networks (notes-other-papers.md §2).
+"""HiPS: hierarchical parameter synchronisation on server-centric networks (HiPS paper, NetAI '18, §3).
 
 Servers have address digits (a_(h-1), ..., a_0) (`Kind.address_digits`: BCube, Torus). Stage i
 syncs each server with the servers that differ from it only in digit a_i: one BCube level-i

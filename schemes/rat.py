@@ -1,8 +1,8 @@
-"""RAT: resilient allreduce trees (notes-other-papers.md §1.3).
+"""RAT: resilient allreduce trees (RAT paper, ZTE Tech. J. 2020, §3).
 
 One aggregator per oversubscribed region and level; n trees, one rooted at every worker, each
 carrying 1/n of the gradient. The paper does not say which node of a region aggregates for a
-tree; as the notes suggest, the root aggregates every region that contains it, and elsewhere the
+tree; here (docs/schemes.md) the root aggregates every region that contains it, and elsewhere the
 duty rotates: the region member at index (t mod region size) aggregates for tree t. Then every
 worker sends the same bytes, and only one copy of each chunk crosses each region boundary in each
 direction (minimal cross-region traffic); the chain is 2(l + 1) messages for l levels.

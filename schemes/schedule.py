@@ -1,6 +1,6 @@
 """A synchronisation scheme as data: per host, an ordered list of chunk steps.
 
-One description serves three consumers (see ../shared/notes/schedules.md): the engine that moves
+One description serves three consumers (docs/schemes.md): the engine that moves
 real bytes between emulated hosts, the counters here that say without running anything how many
 bytes cross each pair, link and region and how long the dependency chain is, and a flow-level
 model that replays the same schedule at scale.

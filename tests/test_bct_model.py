@@ -130,7 +130,7 @@ def test_eq7_hand_computed() -> None:
 
 @pytest.mark.parametrize(("r", "s_over_bw"), [(1, 3), (2, 6), (5, 15)])
 def test_predict_fattree_prototype(r: float, s_over_bw: float) -> None:
-    # psnet-notes.md "Derived from the model": 12 worker->PS flows leave ToR 1's 2 uplinks, C = 6;
+    # derived from the PSNet paper's Eq. 7: 12 worker->PS flows leave ToR 1's 2 uplinks, C = 6;
     # min(B/6, B/2, (B/r)/6) -> T_push = 3, 6, 15 x S / B_w for r = 1, 2, 5
     net = _net("fattree-testbed.yaml", routing="balanced", oversubscription=r)
     pred = bm.predict(net, GBIT_BYTES, 1, 1.0, 1e9, scaled=False)

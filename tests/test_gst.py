@@ -1,4 +1,4 @@
-"""HiPS Table 3's GST formulas (notes-other-papers.md §2.3): the paper's quoted reductions, the
+"""HiPS Table 3's GST formulas (HiPS paper §4; docs/schemes.md): the paper's quoted reductions, the
 derived table, and agreement with the bytes our schedules put on the busiest cable."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_vs_rs_is_one_minus_one_over_h():
 
 @pytest.mark.parametrize(
     ("n", "h", "bcube", "torus"),
-    [  # (HiPS, MS, RS) in W/B, the notes' derived table
+    [  # (HiPS, MS, RS) in W/B, the derived table of docs/schemes.md
         (3, 2, (0.889, 1.333, 1.778), (0.444, 0.667, 0.889)),
         (4, 2, (0.9375, 1.5, 1.875), (0.469, 0.75, 0.9375)),
         (8, 3, (0.665, 1.75, 1.996), (0.333, 0.875, 0.998)),
@@ -43,7 +43,7 @@ def test_derived_table(n, h, bcube, torus):
 
 
 def test_seconds_scale_with_w_over_b():
-    # the notes' example: W = 40 MB, B = 100 Mbit/s -> W/B = 3.2 s; BCube(4,1) HiPS ~3.0 s
+    # a worked example: W = 40 MB, B = 100 Mbit/s -> W/B = 3.2 s; BCube(4,1) HiPS ~3.0 s
     assert table3("hips", 4, 2, False).seconds(40e6, 100) == pytest.approx(3.0)
     assert table3("rs", 4, 2, True).seconds(40e6, 100) == pytest.approx(3.0)
 

@@ -1,4 +1,4 @@
-"""HiPS schedules (notes-other-papers.md §2.2): exact sums on BCube and Torus for every stage
+"""HiPS schedules (HiPS paper §3.2-3.3): exact sums on BCube and Torus for every stage
 method, each level's messages only on that level's cables, one hop, and the bytes Table 3 implies."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run one iteration's traffic on SimGrid, in a subprocess of its own.
 
-Measured facts this follows (../shared/notes/probe-simgrid.md, Debian's python3-simgrid 3.32):
+Measured facts this follows (docs/flowmodel.md, "SimGrid facts"; Debian's python3-simgrid 3.32):
 - CM02 with cross-traffic off and `network/optim:Full` is exact max-min; the default Lazy
   optimisation lets flows exceed a link's rate when latencies are > 0 (a SimGrid bug), so Full
   is always set. A calibration may replace the model by LV08 with fitted factors (`factors`),

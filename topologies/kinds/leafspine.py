@@ -1,4 +1,4 @@
-"""Leaf-spine (RAT's evaluation network, notes-other-papers.md §1.4): its spec, node identity,
+"""Leaf-spine (RAT's evaluation network, RAT paper §4.1): its spec, node identity,
 builder and facts, in one place.
 
 S spines, L leaves, n hosts per leaf. Every leaf has one uplink to every spine; with host rate B
