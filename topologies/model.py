@@ -6,9 +6,11 @@ decided here, once, when a link is added, and the Mininet Topo and the controlle
 back (ripl's bug was computing ports twice).
 
 `Kind` is what every topology family provides (spec, builder, node identity, intended pairs,
-failure candidates, drawing layers, BCT facts, controller capabilities); the families live in
-topologies/kinds/ and everything outside topologies/ asks a network's `family` instead of
-comparing kind names. It is defined here, beside `Network`, because a network carries its kind.
+failure candidates, drawing layers, BCT facts, controller capabilities, the model figures' layouts,
+the scale benchmark's growth); the families live in topologies/kinds/ and everything outside
+topologies/ asks a network's `family` instead of comparing kind names. It is defined here, beside
+`Network`, because a network carries its kind. `Role` and `LinkKind` are registered names with
+their facts, so a kind module adds its own without touching this file.
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ class Role(_Word):
 
     _members: ClassVar[dict[str, Role]] = {}
     _facts: ClassVar[dict[str, RoleFacts]] = {}
+    _hosts: ClassVar[set[str]] = set()  # the host roles' names (`Node.is_host` is asked often)
     WORKER: ClassVar[Role]
     PS: ClassVar[Role]
     IDLE: ClassVar[Role]  # a host that takes no part in the job (FatTree hosts beyond W + P)
@@ -116,7 +119,13 @@ class Role(_Word):
         cls, name: str, *, color: str, host: bool = False, cnc: bool | None = None, dpid_byte: int | None = None
     ) -> Role:
         """A new role: a host, or a switch with a DPID byte (1-255, unused) that the CNC routes
-        unless `cnc=False` (a switch another app programs, as PSNet's ECS)."""
+        unless `cnc=False` (a switch another app programs, as PSNet's ECS). Defining a role again
+        with the same facts returns it (two kinds may share a role); other facts are refused."""
+        facts = RoleFacts(host, color, (not host) if cnc is None else cnc, dpid_byte)
+        if name in cls._members:
+            if cls._facts[name] != facts:
+                raise ValueError(f"role {name} is defined already with other facts; pick another name")
+            return cls._members[name]
         if host and dpid_byte is not None:
             raise ValueError(f"role {name}: a host has no DPID; give dpid_byte to switches only")
         if not host:
@@ -126,7 +135,9 @@ class Role(_Word):
             if dpid_byte in taken:
                 raise ValueError(f"role {name}: dpid_byte {dpid_byte} is {taken[dpid_byte]}'s; pick a free one")
         role = cls._add(name)
-        cls._facts[name] = RoleFacts(host, color, (not host) if cnc is None else cnc, dpid_byte)
+        cls._facts[name] = facts
+        if host:
+            cls._hosts.add(name)
         return role
 
     @classmethod
@@ -134,6 +145,7 @@ class Role(_Word):
         """Forget a role (a test's toy kind cleaning up after itself)."""
         cls._remove(name)
         cls._facts.pop(name, None)
+        cls._hosts.discard(name)
 
     @classmethod
     def of_dpid_byte(cls, byte: int) -> Role | None:
@@ -141,11 +153,11 @@ class Role(_Word):
 
     @property
     def facts(self) -> RoleFacts:
-        return self._facts[self.value]
+        return self._facts[self]
 
     @property
     def is_host(self) -> bool:
-        return self.facts.host
+        return self in self._hosts
 
     @property
     def color(self) -> str:
@@ -192,7 +204,8 @@ class LinkKind(_Word):
 
     @classmethod
     def define(cls, name: str) -> LinkKind:
-        return cls._add(name)
+        """A cable kind of this name (the one defined already, if any: kinds may share one)."""
+        return cls._members.get(name) or cls._add(name)
 
     @classmethod
     def undefine(cls, name: str) -> None:
@@ -277,7 +290,7 @@ class Node:
 
     @property
     def is_host(self) -> bool:
-        return self.role.is_host
+        return self.role in Role._hosts
 
 
 @dataclass(frozen=True)
@@ -404,9 +417,11 @@ class PaperJob:
 class Kind(ABC):
     """One topology family: everything that differs between PSNet, FatTree and BCube.
 
-    A kind module (topologies/kinds/<kind>.py) subclasses this once and registers its instance in
-    topologies/kinds/__init__.py. Capabilities are plain attributes so the controller, the
-    workloads and the applications ask them instead of comparing kind names.
+    A kind module (topologies/kinds/<kind>.py) subclasses this once, defines any role or cable
+    kind of its own (`Role.define`, `LinkKind.define`: the role's colour, whether the CNC routes
+    it and its DPID byte come with it), and registers its instance in topologies/kinds/__init__.py.
+    Capabilities are plain attributes so the controller, the workloads and the applications ask
+    them instead of comparing kind names.
     """
 
     name: ClassVar[str]  # the `kind:` value of a file
