@@ -19,47 +19,44 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import TOP, fmt, md_table, meta, setup_logging
+from schemes import registry
 
 LOG = logging.getLogger("bench.scale")
 SIZES = ("100", "1k", "10k")
-KINDS = ("psnet", "fattree", "bcube")
 #: the schedule's message count above which a scheme is not run (ring: 2 W (W - 1) messages)
 MAX_MESSAGES = 2_500_000
 PS = 4  # FatTree and BCube PSs; PSNet has one per module
+#: the points results/bench/scale.md records: the TF PS job and the ring (any scheme with a
+#: message count, schemes.registry SchemeSpec.messages, can be asked for with --schemes)
+DEFAULT_SCHEMES = ("tf-ps", "ring")
 
 
-def _fattree(size: str) -> tuple[str, list[str]]:
-    k = {"100": 8, "1k": 16, "10k": 34}[size]
-    half = k // 2
-    workers = [half] * (k * half - 1) + [half - PS]
-    return "fattree-testbed.yaml", [f"k={k}", "pods=null", f"workers={workers}", f"ps={PS}", "routing=hashed"]
-
-
-def _psnet(size: str) -> tuple[str, list[str]]:
-    modules, per = {"100": (5, 20), "1k": (10, 100), "10k": (10, 1000)}[size]
-    w = per - 1
-    return "psnet-testbed.yaml", [f"modules={modules}", "tors=4", "ps=1", f"workers={w}", f"tor_downlinks={-(-w // 4)}"]
-
-
-def _bcube(size: str) -> tuple[str, list[str]]:
-    n = {"100": 10, "1k": 32, "10k": 100}[size]
-    return "bcube-4-1.yaml", [f"n={n}", "k=1", f"ps={PS}", "routing=hashed"]
-
-
-#: per kind: the shipped prototype file and the overrides that grow it to a size
-_GROW = {"psnet": _psnet, "fattree": _fattree, "bcube": _bcube}
+#: the size names and the host counts a kind grows its prototype to (topologies.model.Kind.grown)
+HOSTS = {"100": 100, "1k": 1000, "10k": 10000}
 
 
 def topology_sets(kind: str, size: str) -> tuple[str, list[str]]:
-    """The shipped prototype file of `kind` and the overrides that grow it to `size` hosts."""
-    return _GROW[kind](size)
+    """The shipped prototype file of `kind` and the overrides (`--set key=value`) that grow it to `size` hosts."""
+    from topologies import kinds
+
+    grown = kinds.get(kind).grown(HOSTS[size], PS)
+    if grown is None:
+        raise ValueError(f"kind {kind} has no growth to {size} hosts (Kind.grown)")
+    topo, fields = grown
+    return topo, [f"{k}={json.dumps(v)}" for k, v in fields.items()]
+
+
+def grown_kinds() -> list[str]:
+    """The kinds that grow a prototype to every size (Kind.grown), in registry order."""
+    from topologies import kinds
+
+    return [k.name for k in kinds.KINDS.values() if all(k.grown(h, PS) for h in HOSTS.values())]
 
 
 def scheme_messages(kind: str, size: str, scheme: str) -> int:
     """Messages one iteration has, before building anything (to skip what cannot fit)."""
-    hosts = {"100": 100, "1k": 1000, "10k": 10000}[size]
-    w = hosts - PS
-    return {"tf-ps": 2 * w * PS, "ring": 2 * w * (w - 1)}[scheme]
+    w = HOSTS[size] - PS
+    return registry.get(scheme).messages(w, PS)  # type: ignore[misc]
 
 
 def run_point(kind: str, size: str, scheme: str, tmp: Path) -> dict:
@@ -164,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="results/bench", help="folder for scale.json and scale.md")
     ap.add_argument("--quick", action="store_true", help="the ~100-host points only")
-    ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    growing = grown_kinds()
+    ap.add_argument("--kinds", nargs="+", default=growing, choices=growing)
     ap.add_argument("--sizes", nargs="+", default=None, choices=SIZES)
-    ap.add_argument("--schemes", nargs="+", default=["tf-ps", "ring"], choices=["tf-ps", "ring"])
+    counted = [s.name for s in registry.SCHEMES.values() if s.messages is not None]
+    ap.add_argument("--schemes", nargs="+", default=list(DEFAULT_SCHEMES), choices=counted)
     ap.add_argument("--point", nargs=3, metavar=("KIND", "SIZE", "SCHEME"), help=argparse.SUPPRESS)
     ap.add_argument("--tmp", default=None, help=argparse.SUPPRESS)
     ap.add_argument("-v", "--verbose", action="store_true")

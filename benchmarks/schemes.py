@@ -30,9 +30,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
+from schemes import registry
 
 LOG = logging.getLogger("bench.schemes")
-SCHEMES = ("ps", "mesh", "ring", "halving-doubling", "rat")
+#: the engine's schemes that run on any topology (HiPS needs an address grid: `hips_figure`)
+SCHEMES = tuple(s.name for s in registry.SCHEMES.values() if s.engine and registry.Need.DIGITS not in s.needs)
 #: topology file -> compress: the gradient is ResNet50's (97.5 MiB) / (scale x compress)
 EXPECTED_TOPOLOGIES = {"leafspine-rat.yaml": 2.0, "leafspine-2rack.yaml": 2.0, "fattree-testbed.yaml": 4.0}
 MPI_TOPOLOGY = "leafspine-2rack.yaml"
@@ -90,7 +92,7 @@ def expected_figure(files: dict[str, float], schemes: tuple[str, ...], iteration
     for name, compress in files.items():
         spec = load_spec(TOP / "topologies" / name)
         net = build_network(spec)
-        todo = [s for s in schemes if s != "ps" or net.pss()]
+        todo = [s for s in schemes if registry.Need.PS_HOSTS not in registry.get(s).needs or net.pss()]
         LOG.info("%s: %s", name, ", ".join(todo))
         with Testbed(net) as tb:
             for scheme in todo:

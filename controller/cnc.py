@@ -1,4 +1,4 @@
-"""The CNC as an os-ken app: proactive routes on every switch that is not an ECS."""
+"""The CNC as an os-ken app: proactive routes on every switch whose role the CNC routes (all but the ECS)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from topologies.model import Role
 
 
 class CNCApp(Programmer):
-    """Central routing: proactive rules on ToRs, SuperNode, agg, core, BCube switches, Torus wires."""
+    """Central routing: proactive rules on every switch whose role says the CNC routes it (ToRs,
+    SuperNode, agg, core, BCube switches, Torus wires, and any role a kind defines so)."""
 
-    ROLES = frozenset({Role.TOR, Role.SUPERNODE, Role.AGG, Role.CORE, Role.BSWITCH, Role.WIRE})
+    @classmethod
+    def roles(cls) -> frozenset[Role]:
+        return frozenset(r for r in Role if not r.is_host and r.cnc)

@@ -29,6 +29,7 @@ cfg.CONF.register_cli_opts(
         cfg.StrOpt("topology", help="topology YAML file (the shared model)"),
         cfg.IntOpt("channel-port", default=0, help="loopback TCP port of the control channel"),
         cfg.StrOpt("event-log", default="", help="JSONL file of timestamped control events"),
+        cfg.MultiStrOpt("kind-plugin", default=[], help="module:Class of a kind not shipped (topologies.kinds)"),
     ]
 )
 

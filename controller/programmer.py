@@ -32,11 +32,17 @@ class Programmer(app_manager.OSKenApp):
         super().__init__(*args, **kwargs)
         self.fabric: Fabric = kwargs["fabric"]
         self.barriers: dict[int, tuple[str, threading.Event]] = {}
-        for role in self.ROLES:
+        self.my_roles = self.roles()
+        for role in self.my_roles:
             self.fabric.programmers[role] = self
 
+    @classmethod
+    def roles(cls) -> frozenset[Role]:
+        """The switch roles this app programs, read when it starts (a plugin kind's roles exist by then)."""
+        return cls.ROLES
+
     def mine(self, name: str) -> bool:
-        return self.fabric.net.nodes[name].role in self.ROLES
+        return self.fabric.net.nodes[name].role in self.my_roles
 
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def _switch_features(self, ev):

@@ -32,6 +32,7 @@ from emulation.bringup import ProbedController, RegisteredNet, TestbedError, mak
 from emulation.env import clean_env
 from emulation.hostcmd import run_all
 from emulation.shaping import htb_cmds, mtu_cmd, offload_cmd, queue_pkts_for, rx_napi_cmds, tc_batch
+from topologies import kinds
 from topologies.build import load_network
 from topologies.model import Network
 
@@ -147,6 +148,9 @@ class Testbed:
             "--event-log",
             str(self.run_dir / "events.jsonl"),
         ]
+        plugin = kinds.plugin_ref(self.model.family)
+        if plugin:  # a kind not shipped: the controller imports it to rebuild this network
+            cmd += ["--kind-plugin", plugin]
         self.controller = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), cwd=Path(__file__).resolve().parent.parent
         )

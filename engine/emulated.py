@@ -9,6 +9,7 @@ from typing import Any
 
 from emulation.net import Testbed, clean_env
 from engine.processes import SchemeRun, Starter, run_scheme
+from schemes.schedule import Schedule
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,8 +32,11 @@ def run_in_testbed(
     timeout_s: float = 600.0,
     per_host: dict[str, dict[str, Any]] | None = None,
     on_tick: Callable[[], None] | None = None,
+    schedule: Schedule | None = None,
 ) -> SchemeRun:
-    """The scheme's processes, one per host, listening on each host's emulated address."""
+    """The scheme's processes, one per host, listening on each host's emulated address
+    (`schedule`: the compiled one, else compiled from `cfg`, engine.processes.run_scheme)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     addresses = {h: tb.model.nodes[h].ip for h in hosts}
-    return run_scheme(cfg, hosts, addresses, run_dir, testbed_starter(tb, run_dir), timeout_s, per_host, on_tick)
+    start = testbed_starter(tb, run_dir)
+    return run_scheme(cfg, hosts, addresses, run_dir, start, timeout_s, per_host, on_tick, schedule)

@@ -9,7 +9,9 @@ Compute modes (both move the same bytes):
 - `calibrated`: no TensorFlow (a TF process takes ~650 MB): the step sleeps the measured compute
   time and the gradient is seeded random numbers of the model's size, so a run with many hosts
   fits in memory.
-Dedicated servers (scheme `ps`) hold no gradient and only synchronise.
+Dedicated servers (scheme `ps`) hold no gradient and only synchronise. The config carries this
+host's compiled steps (`schedule`: schemes.schedule.host_part, written by engine.processes), so
+the process runs whatever scheme the registry compiled and never looks one up by name.
 
 Writes `<run_dir>/<host>.jsonl`: one line per measured iteration (compute, synchronisation and
 apply seconds, payload bytes sent/received, loss in tf mode), then a `done` line. With `check`,
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from engine.executor import HostEngine
-from schemes import compile_scheme
+from schemes.schedule import from_host_part
 
 LOG = logging.getLogger("scheme-host")
 
@@ -101,18 +103,7 @@ def calibrated_gradient(seed: int, iteration: int, index: int, n_elems: int) -> 
 
 async def run(cfg: dict[str, Any]) -> None:
     name = cfg["name"]
-    sched = compile_scheme(
-        cfg["scheme"],
-        cfg["workers"],
-        cfg["n_elems"],
-        servers=cfg.get("servers", ()),
-        regions=cfg.get("regions"),
-        digits=cfg.get("digits"),
-        hips_stages=cfg.get("hips_stages"),
-        hips_parallel=cfg.get("hips_parallel", True),
-        both_ways=cfg.get("both_ways", False),
-        hips_pipeline=cfg.get("hips_pipeline"),
-    )
+    sched = from_host_part(cfg["schedule"])  # this host's compiled steps (engine.processes)
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
     engine = HostEngine(name, sched, addresses)
     if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)

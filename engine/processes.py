@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from schemes.registry import compile_from_config
+from schemes.schedule import Schedule, host_part
+
 Starter = Callable[[str, list[str]], subprocess.Popen]
 BASE_PORT = 47000
 
@@ -76,6 +79,7 @@ def run_scheme(
     timeout_s: float = 600.0,
     per_host: dict[str, dict[str, Any]] | None = None,
     on_tick: Callable[[], None] | None = None,
+    schedule: Schedule | None = None,
 ) -> SchemeRun:
     """Write one config per host, start every process, wait, and read their rows.
 
@@ -83,20 +87,20 @@ def run_scheme(
     `addresses` maps each host to the address it listens on (its emulated IP in Mininet);
     `per_host` adds host-specific fields (e.g. its pause windows); `on_tick` is called about
     every 0.1 s while the processes run (the job's timeline follows them through it; an
-    exception it raises stops the run).
+    exception it raises stops the run). The schedule (`schedule`, else compiled here from `cfg`
+    through the scheme registry) goes into each host's config as that host's steps
+    (schemes.schedule.host_part), so a host process never compiles a scheme by name.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    sched = schedule if schedule is not None else compile_from_config(cfg)
     ports = dict(zip(hosts, _ports(hosts, addresses), strict=True))
     table = {h: [addresses[h], ports[h]] for h in hosts}
     procs: dict[str, subprocess.Popen] = {}
     try:
         for h in hosts:
             path = run_dir / f"{h}.json"
-            path.write_text(
-                json.dumps(
-                    {**cfg, **(per_host or {}).get(h, {}), "name": h, "addresses": table, "run_dir": str(run_dir)}
-                )
-            )
+            mine = {"name": h, "addresses": table, "run_dir": str(run_dir), "schedule": host_part(sched, h)}
+            path.write_text(json.dumps({**cfg, **(per_host or {}).get(h, {}), **mine}))
             procs[h] = start(h, [sys.executable, "-m", "engine.host", str(path)])
         deadline = time.monotonic() + timeout_s
         running = dict(procs)

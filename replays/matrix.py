@@ -7,11 +7,12 @@ This module reads the file, decides each cell and runs the cells; replays.matrix
 the table (matrix.md, .csv, .json) and the heat map (matrix.png).
 
 A matrix file (workloads/matrix/README.md) names the topologies (files in topologies/ with
-overrides), the schemes (`tf-ps` or the engine's: ps, mesh, ring, halving-doubling, rat, hips) and
-one job. Each cell either runs or says why it does not apply (`why_not`): HiPS needs servers with
-address digits (BCube, Torus); ps and tf-ps need PS hosts; tf-ps starts one TF process per host
-(~650 MB, this machine's 2 cores), so only topologies with at most `max_tf_processes` hosts; RAT on a
-network without an oversubscribed region is depth-one trees, the schedule of mesh.
+overrides), the schemes (the columns: any names of the scheme registry, schemes/registry.py) and
+one job. Each cell either runs or says why it does not apply (`why_not`, the registry's reasons):
+HiPS needs servers with address digits (BCube, Torus); ps and tf-ps need PS hosts; tf-ps starts
+one TF process per host (~650 MB, this machine's 2 cores), so only topologies with at most
+`max_tf_processes` hosts; RAT on a network without an oversubscribed region is depth-one trees,
+the schedule of mesh.
 
 The cells that run are points of a generated figure (replays.figure.Point, metric gst) and go
 through the sweep's code (replays.sweep: point_topology, point_experiment, run_repetition ->
@@ -29,14 +30,15 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replays import sweep
 from replays.figure import REPO, TOPOLOGIES, Figure, Point, rep_dir
 from runs.engine_job import prepare
-from schemes.hips import VARIANTS as HIPS_VARIANTS
+from schemes.registry import Limits, SchemeName
+from schemes.registry import get as get_scheme
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import InputError, SafeName, TopologySpec, fidelity_budget_mbps, one_line_error, read_yaml
@@ -45,7 +47,6 @@ from workloads.experiment import ExperimentError, JobSpec
 LOG = logging.getLogger(__name__)
 MATRICES = REPO / "workloads" / "matrix"
 DEFAULT_FILE = MATRICES / "matrix.yaml"
-Scheme = Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "hrs", "hips-ms"]
 #: job fields a matrix sets per cell or per topology, not in its `job`
 CELL_FIELDS = ("scheme", "workers", "ps")
 
@@ -67,7 +68,7 @@ class MatrixQuick(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     topologies: list[str]
-    schemes: list[Scheme]
+    schemes: list[SchemeName]
     job: dict[str, Any] = Field(default_factory=dict, description="job fields over the matrix's job")
     repeat: int = Field(default=1, ge=1)
 
@@ -83,7 +84,7 @@ class MatrixSpec(BaseModel):
     max_tf_processes: int = Field(default=8, ge=2, description="tf-ps runs only where W + P is at most this")
     job: dict[str, Any] = Field(description="one job for every cell (workloads/README.md), without scheme")
     topologies: list[MatrixTopology]
-    schemes: list[Scheme]
+    schemes: list[SchemeName]
     quick: MatrixQuick | None = None
 
     @model_validator(mode="after")
@@ -151,20 +152,14 @@ class MatrixRun:
 
 
 def why_not(net: Network, job: JobSpec, scheme: str, scale: float, max_tf: int) -> str:
-    """Why `scheme` does not apply on this network ("" when it does), checked without running it."""
-    kind = net.spec.kind
-    if scheme in ("tf-ps", "ps") and not net.pss():
-        return f"{scheme} needs PS hosts; this {kind} has none"
-    if scheme == "tf-ps":
-        procs = len(net.workers()) + len(net.pss())
-        if procs > max_tf:
-            return f"tf-ps starts a TF process per host (~650 MB, 2 cores here): {procs} > max_tf_processes {max_tf}"
-        return ""
-    if scheme in HIPS_VARIANTS and not net.family.address_digits(net):
-        return f"HiPS groups servers by address digit: only BCube and Torus servers have them, {kind} has none"
-    if scheme == "rat" and not any(net.family.regions(net).values()):
-        return f"no oversubscribed region on this {kind}: RAT's trees are depth one, the schedule of mesh"
-    try:  # what a scheme job checks before it runs: hosts, PSs, the schedule compiling
+    """Why `scheme` does not apply on this network ("" when it does), checked without running it:
+    the scheme's own reasons (schemes.registry SchemeSpec.why_not), then, for the scheme engine,
+    what a scheme job checks before it runs (hosts, PSs, the schedule compiling)."""
+    spec = get_scheme(scheme)
+    why = spec.why_not(net, Limits(max_tf_processes=max_tf))
+    if why or not spec.engine:
+        return why or ""
+    try:
         prepare(job.model_copy(update={"scheme": scheme, "compute_s": 0.0}), net, scale, "")
     except ExperimentError as err:
         return str(err).split(": ", 1)[-1].removeprefix("job.scheme: ")

@@ -22,8 +22,9 @@ from pydantic import BaseModel, Field
 from replays.figure import rep_dir
 from replays.matrix import Cell, MatrixRun
 from runs.stats import describe
-from schemes import compile_scheme
 from schemes.count import expected_sync_s
+from schemes.registry import gather
+from schemes.registry import get as get_scheme
 from schemes.schedule import ELEM_BYTES, cross_region_bytes
 from topologies.build import build_network
 
@@ -83,11 +84,11 @@ def _fold(stats: list[dict]) -> tuple[float | None, float | None, str]:
 
 
 def _tf_ps_counts(cell: Cell, model_bytes: float) -> tuple[float, int]:
-    """tf-ps: the expectation and cross-region bytes of the `ps` schedule (TF's push/pull traffic)."""
+    """A TF job (tf-ps): the expectation and cross-region bytes of the schedule its bytes follow
+    (the registry compiles TF's push/pull traffic as the `ps` schedule)."""
     assert cell.spec is not None
     net = build_network(cell.spec, cell.source)
-    workers, servers = [n.name for n in net.workers()], [n.name for n in net.pss()]
-    sched = compile_scheme("ps", workers, int(model_bytes) // ELEM_BYTES, servers=servers)
+    sched = get_scheme(cell.scheme).compile(gather(net, cell.scheme, int(model_bytes) // ELEM_BYTES))
     return expected_sync_s(net, sched), sum(cross_region_bytes(sched, net.family.regions(net)))
 
 
@@ -104,7 +105,7 @@ def cell_result(cell: Cell, out: Path, reps: int) -> CellResult:
             summaries.append(s)
         else:
             failed.append(f"rep{k}: {s.get('error') or 'incomplete'}")
-    tf = cell.scheme == "tf-ps"
+    tf = not get_scheme(cell.scheme).engine  # TF's job: no sync phase of its own, its links' busy time
     gst = _fold([(s.get("step_split") or {}).get("comm_s", {}) if tf else s.get("gst_s", {}) for s in summaries])
     bct = _fold([s.get("bct_s", {}) for s in summaries])
     first = summaries[0] if summaries else {}

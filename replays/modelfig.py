@@ -17,12 +17,15 @@ import json
 import logging
 import re
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from replays.figure import FIGURES, FigureError, figure_names
+from topologies import kinds
 from topologies.build import build_network
+from topologies.kinds.fattree import fattree_k  # noqa: F401  (re-exported: the tests size FatTrees by it)
+from topologies.model import Kind, PaperJob
 from topologies.schema import SafeName, one_line_error, parse_spec, read_yaml
 
 LOG = logging.getLogger(__name__)
@@ -31,7 +34,23 @@ LOG = logging.getLogger(__name__)
 #: (the flow model and the analytic model read the paper's rates, so the value changes nothing)
 SPEC_SCALE = 1000.0
 
-Layout = Literal["psnet-one-module", "psnet-two-modules", "fattree-two-pods"]
+
+def layout_kind(name: str) -> Kind:
+    """The kind whose layouts include `name` (topologies.model.Kind.layouts); ValueError otherwise."""
+    for kind in kinds.KINDS.values():
+        if name in kind.layouts:
+            return kind
+    known = [x for k in kinds.KINDS.values() for x in k.layouts]
+    raise ValueError(f"{name!r} is no kind's layout; use one of {', '.join(known)}")
+
+
+def _check_layout(name: str) -> str:
+    layout_kind(name)
+    return name
+
+
+#: a series' layout: one of the registered kinds' (PSNet's one or two modules, FatTree's two pods)
+Layout = Annotated[str, AfterValidator(_check_layout)]
 
 
 class Series(BaseModel):
@@ -129,47 +148,16 @@ def load_model_figure(name: str) -> ModelFigure:
 
 # --- sizing: one spec per (series, W), through the topology model --------------------------------
 def spec_data(fig: ModelFigure, series: Series, workers: int) -> dict[str, Any]:
-    """The topology fields of a point: the figure's paper parameters, the layout's shape at W."""
+    """The topology fields of a point: the figure's paper parameters, the layout's shape at W
+    (the kind that owns the layout sizes it)."""
     common = {"worker_mbps": fig.worker_mbps, "delay_ms": fig.latency_us / 1000, "scale": SPEC_SCALE}
     name = f"{fig.figure}-{series.layout}-w{workers}"  # no label: two panels' same line is one point
-    if series.layout == "fattree-two-pods":
-        k = fattree_k(workers + fig.ps)
-        per_tor = k // 2
-        full, rest = divmod(workers, per_tor)
-        deployment = [per_tor] * full + ([rest] if rest else [])
-        deployment += [0] * (k - len(deployment))  # two pods = k ToRs; the PSs take the next free hosts
-        shape = {
-            "kind": "fattree",
-            "k": k,
-            "pods": 2,
-            "workers": deployment,
-            "ps": fig.ps,
-            "oversubscription": series.r,
-            "routing": "balanced",
-        }
-    else:
-        modules = 1 if series.layout == "psnet-one-module" else 2
-        if workers % modules or fig.ps % modules:
-            raise FigureError(f"{fig.figure}: {series.label}: W={workers} and P={fig.ps} must split over {modules}")
-        shape = {
-            "kind": "psnet",
-            "modules": modules,
-            "tors": fig.tors,
-            "ps": fig.ps // modules,
-            "workers": workers // modules,
-            "K": series.K,
-        }
-        if modules == 2:  # Section 4.1: "the bandwidth between modules is equal to B_s"
-            shape["inter_module_mbps"] = series.K * fig.worker_mbps
+    job = PaperJob(workers, fig.ps, tors=fig.tors, K=series.K, r=series.r, worker_mbps=fig.worker_mbps)
+    try:
+        shape = layout_kind(series.layout).layout(series.layout, job)
+    except ValueError as err:
+        raise FigureError(f"{fig.figure}: {series.label}: {err}") from None
     return {"name": name, **shape, **common, **series.set}
-
-
-def fattree_k(hosts: int) -> int:
-    """The smallest even radix whose two pods (2 x k/2 ToRs x k/2 hosts) hold `hosts`."""
-    k = 2
-    while k * k // 2 < hosts:
-        k += 2
-    return k
 
 
 # --- points ---------------------------------------------------------------------------------------

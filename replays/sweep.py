@@ -34,7 +34,8 @@ from pathlib import Path
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from replays.report import write_report
 from runs import rounds
-from schemes.hips import VARIANTS as HIPS_VARIANTS
+from schemes.registry import DEFAULT as DEFAULT_SCHEME
+from schemes.registry import SCHEMES, Need
 from topologies.build import build_network
 from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
@@ -58,7 +59,7 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     elif fig.scale:
         data["scale"] = fig.scale
     spec = parse_spec(data, f"{path} (figure {fig.figure}, point {point.id})")
-    load = offered_load_mbps(spec, {**fig.job, **point.job}.get("scheme", "tf-ps"))
+    load = offered_load_mbps(spec, {**fig.job, **point.job}.get("scheme", DEFAULT_SCHEME))
     note = ""
     budget = fidelity_budget_mbps(spec.mtu)
     if load > budget:
@@ -71,23 +72,25 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     return spec, str(path), note
 
 
-def offered_load_mbps(spec: TopologySpec, scheme: str = "tf-ps") -> float:
+def offered_load_mbps(spec: TopologySpec, scheme: str = DEFAULT_SCHEME) -> float:
     """Rate the job can move at once through the datapath, weighted by switch hops (normalised to
     the 3 hops the budget was measured over). PS jobs: the smaller of what the workers can send and
     what the PSs' cables can take (push and pull alternate, so one direction at a time); worker-
     to-worker schemes (mesh, ring, rat, ...): every worker sending at its rate, over the average
     path between workers (an upper bound: oversubscribed uplinks carry less); HiPS variants: every
-    server sending on all its NICs at once (h parallel processes), over the paths within its groups."""
+    server sending on all its NICs at once (h parallel processes), over the paths within its groups.
+    Which of these a scheme is follows from what it needs (schemes.registry: PS hosts, address digits)."""
     from controller.routing import compute_paths, path_nodes
     from controller.tc import initial_circuits
 
     net = build_network(spec)
     workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
     digits = net.family.address_digits(net)
-    if scheme in HIPS_VARIANTS and digits:  # every server, on all its NICs at once, within its groups
+    needs = SCHEMES[scheme].needs if scheme in SCHEMES else frozenset()  # an unknown one: the job's check says so
+    if Need.DIGITS in needs and digits:  # every server, on all its NICs at once, within its groups
         pairs = [(a, b) for a in digits for b in digits if sum(map(int.__ne__, digits[a], digits[b])) == 1]
         rate = sum(ln.mbps for h in digits for ln in net.links_of(h))
-    elif scheme in ("tf-ps", "ps"):
+    elif Need.PS_HOSTS in needs:
         pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
         rate = min(workers, sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name)))
     else:

@@ -31,10 +31,9 @@ from runs.engine_timeline import SchemeTimeline
 from runs.predict import choose_width
 from runs.stall import ProgressWatch
 from runs.stats import describe
-from schemes import compile_scheme
 from schemes.count import expected_sync_s
-from schemes.gst import formula_s
-from schemes.hips import VARIANTS as HIPS_VARIANTS
+from schemes.registry import Need, SchemeInputs, gather
+from schemes.registry import get as get_scheme
 from schemes.schedule import (
     ELEM_BYTES,
     Schedule,
@@ -50,6 +49,7 @@ from workloads.errors import RunError, Unrecoverable
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
+_COUNT = {2: "two", 3: "three"}
 ROW_FIELDS = ["iteration", "host", "role", "compute_s", "sync_s", "apply_s", "sent_bytes", "received_bytes", "loss"]
 
 
@@ -72,6 +72,7 @@ class Prepared:
     model_bytes: float
     sched: Schedule
     cfg: dict[str, Any]
+    inputs: SchemeInputs | None = None  # what the schedule was compiled from (schemes.registry.gather)
 
     @property
     def hosts(self) -> list[str]:
@@ -81,29 +82,27 @@ class Prepared:
 def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
     the schedule and write the engine's config; ExperimentError names what does not fit."""
-    digits = net.family.address_digits(net)
-    everyone = job.scheme in HIPS_VARIANTS  # HiPS syncs every server of the address grid
-    workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
-    if everyone and job.workers is None:
-        workers = [n.name for n in net.hosts() if n.name in digits]
-    servers = (list(job.ps) if job.ps is not None else [n.name for n in net.pss()]) if job.scheme == "ps" else []
+    scheme = get_scheme(job.scheme)
+    workers = list(job.workers) if job.workers is not None else scheme.default_workers(net)  # HiPS: every server
+    servers: list[str] = []
+    if Need.PS_HOSTS in scheme.needs:
+        servers = list(job.ps) if job.ps is not None else scheme.default_servers(net)
     for h in workers + servers:
         if h not in net.nodes or not net.nodes[h].is_host:
             raise ExperimentError(f"{where}: job.workers: {h} is not a host of the topology")
-    if job.scheme == "ps" and not servers:
-        raise ExperimentError(f"{where}: job.scheme: ps needs PS hosts; give job.ps or use a topology with PSs")
-    if len(workers) < 2 and job.scheme != "ps":
-        raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least two workers")
+    if Need.PS_HOSTS in scheme.needs and not servers:
+        raise ExperimentError(
+            f"{where}: job.scheme: {job.scheme} needs PS hosts; give job.ps or use a topology with PSs"
+        )
+    if len(workers) < scheme.min_workers > 1:  # no worker is a schedule error of its own (ps)
+        least = _COUNT.get(scheme.min_workers, scheme.min_workers)
+        raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least {least} workers")
     width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
-    regions = net.family.regions(net)
     hips_args = {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
-    both_ways = net.family.rings_both_ways
+    inputs = gather(net, scheme, n_elems, workers, servers, **hips_args)
     try:
-        sched = compile_scheme(
-            job.scheme, workers, n_elems, servers=servers, regions={w: regions[w] for w in workers},
-            digits=digits, both_ways=both_ways, **hips_args,
-        )  # fmt: skip
+        sched = scheme.compile(inputs)
     except ScheduleError as err:
         raise ExperimentError(f"{where}: job.scheme: {err}") from None
     compute_s = 0.0
@@ -113,7 +112,7 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "scheme": job.scheme,
         "workers": workers,
         "servers": servers,
-        "regions": {w: list(regions[w]) for w in workers},
+        "regions": {w: list(r) for w, r in inputs.regions.items()},
         "n_elems": n_elems,
         "mode": job.compute,
         "compute_s": compute_s,
@@ -125,11 +124,11 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "warmup": job.warmup,
         "iterations": job.iterations,
         "check": job.check,
-        "digits": {w: list(digits[w]) for w in workers if w in digits},
-        "both_ways": both_ways,
+        "digits": {w: list(d) for w, d in inputs.digits.items()},
+        "both_ways": inputs.both_ways,
         **hips_args,
     }
-    return Prepared(net, workers, servers, width, model_bytes, sched, cfg)
+    return Prepared(net, workers, servers, width, model_bytes, sched, cfg, inputs)
 
 
 def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
@@ -213,10 +212,7 @@ def run_scheme_job(
     problems = verify_sums(out / "engine", workers) if job.check else []
     expected = expected_sync_s(net, sched)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
-    both_ways = net.family.rings_both_ways
-    gst_formula_s = formula_s(
-        cfg["digits"], both_ways, job.scheme, job.hips_stages, job.hips_parallel, model_bytes, nic_mbps
-    )
+    gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary = {
         "name": exp.name,
         "complete": True,

@@ -68,7 +68,7 @@ def eligible(exp: ExperimentSpec) -> str:
         return "several jobs"
     if exp.timeline or exp.random_failures:
         return "a timeline"
-    if exp.main.scheme != "tf-ps":
+    if exp.main.engine:
         return f"scheme {exp.main.scheme}"
     return ""
 

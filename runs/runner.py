@@ -73,7 +73,7 @@ def run_job(
     rnds = rounds.plan(exp.main.warmup, exp.main.iterations, 1 + len(more_rounds)) if more_rounds else []
     if rnds:
         exp = rounds.widen(exp, len(rnds))
-    if exp.main.scheme != "tf-ps":
+    if exp.main.engine:
         from runs.engine_job import run_scheme_job
 
         summary = run_scheme_job(exp, topo, topo_source, out, source)

@@ -18,42 +18,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError, model_validator
+from pydantic import ValidationError
 
-from models.flow.demands import TF_PS, Traffic, scheme_traffic
+from models.flow.demands import Traffic, scheme_traffic
 from models.flow.links import busiest_cable, platform
 from models.flow.routes import EXACT_HOSTS, Routes, flow_routes
 from models.flow.simgrid import SimResult, sim_config, simulate
+from schemes.registry import DEFAULT as DEFAULT_SCHEME
+from schemes.registry import FlowTraffic
+from schemes.registry import get as get_scheme
+from topologies import kinds
 from topologies.build import build_network
 from topologies.model import Network
-from topologies.schema import BCubeSpec, TopologyError, TopologySpec, one_line_error, parse_spec
+from topologies.schema import TopologyError, TopologySpec, one_line_error, parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 
 LOG = logging.getLogger(__name__)
 
 
-class SimBCubeSpec(BCubeSpec):
-    """BCube without the emulator's 256-server cap: the flow model has no such limit."""
-
-    @model_validator(mode="after")
-    def _shape(self) -> SimBCubeSpec:
-        servers = self.n ** (self.k + 1)
-        if self.ps >= servers:
-            raise ValueError(f"ps: {self.ps} PSs leave no worker among the {servers} servers; use fewer")
-        if self.ps + (self.workers or 0) > servers:
-            raise ValueError(f"workers: {self.ps} PSs + {self.workers} workers exceed the {servers} servers")
-        return self
-
-
 def topology_for_simulation(data: dict, source: str) -> TopologySpec:
-    """Validate a topology mapping as the testbed does, except BCube's emulation-only size cap."""
-    if data.get("kind") != "bcube":
-        return parse_spec(data, source)
-    data = {"name": Path(source).stem, **data}
-    try:
-        return SimBCubeSpec.model_validate(data)
-    except ValidationError as err:
-        raise TopologyError(one_line_error(source, err, SimBCubeSpec)) from None
+    """Validate a topology mapping as the testbed does, without the emulator's limits (a kind's
+    size cap such as BCube's 256 servers, the rate ceiling): the flow model has none."""
+    return parse_spec(data, source, emulated=False)
 
 
 def parse_sets(sets: list[str], source: str) -> tuple[dict, dict, dict]:
@@ -89,9 +75,8 @@ def parse_sets(sets: list[str], source: str) -> tuple[dict, dict, dict]:
 
 
 def _topology_fields() -> set[str]:
-    from topologies.schema import FatTreeSpec, PSNetSpec
-
-    return {f for m in (PSNetSpec, FatTreeSpec, BCubeSpec) for f in m.model_fields}
+    """Every field of every registered kind's spec (a `--set` key goes to the topology if it is one)."""
+    return {f for kind in kinds.KINDS.values() for f in kind.spec_class.model_fields}
 
 
 @dataclass
@@ -110,15 +95,15 @@ class Plan:
     paper: bool
 
 
-def plan(path: str | Path, sets: list[str] = (), scheme: str = TF_PS, paper: bool = False) -> Plan:
+def plan(path: str | Path, sets: list[str] = (), scheme: str = DEFAULT_SCHEME, paper: bool = False) -> Plan:
     """Read the experiment file, apply `--set` overrides, build the network, size the job."""
     from runs.predict import choose_width
     from runs.runloop import resolve_jobs
-    from schemes import SCHEMES
+    from schemes.registry import SCHEMES
 
     src = str(path)
-    if scheme != TF_PS and scheme not in SCHEMES:
-        raise TopologyError(f"{src}: --scheme {scheme}: unknown; use {TF_PS} or one of {', '.join(SCHEMES)}")
+    if scheme not in SCHEMES:
+        raise TopologyError(f"{src}: --scheme {scheme}: unknown; use one of {', '.join(SCHEMES)}")
     exp, topo, topo_path = load_experiment(path)
     t_set, j_set, e_set = parse_sets(list(sets), src)
     topo = topology_for_simulation({**topo.model_dump(), **t_set}, str(topo_path))
@@ -134,6 +119,8 @@ def plan(path: str | Path, sets: list[str] = (), scheme: str = TF_PS, paper: boo
             raise TopologyError(one_line_error(src, err, ExperimentSpec)) from None
     net = build_network(topo, str(topo_path))
     job, pss, workers = resolve_jobs(exp, net, src)[0]
+    if job.workers is None:  # the scheme's own default (HiPS: every server of the address grid)
+        workers = SCHEMES[scheme].default_workers(net)
     width, emulated = choose_width(job, topo.scale * exp.compress)
     model_bytes = emulated * topo.scale if paper else emulated
     return Plan(exp.name, net, job, workers, pss, scheme, width, model_bytes, exp.compress, paper)
@@ -175,7 +162,7 @@ def model_prediction(p: Plan) -> dict:
     """The paper's T_push and T_pull (models.bct_model), network terms only (no compute)."""
     from models import bct_model
 
-    if p.scheme != TF_PS:
+    if get_scheme(p.scheme).flow is not FlowTraffic.PS_PHASES:
         return {"note": "the paper's equations model the TF PS job only"}
     if p.job.workers is not None or p.job.ps is not None:
         return {"note": "the paper's model covers one job on all of the topology's hosts"}

@@ -1,30 +1,17 @@
 """Synchronisation schemes as schedules (see schedule.py for the semantics).
 
-`compile_scheme(name, ...)` is the one entry point the engine, the counters and the flow model
-use; a new scheme is one function here plus its tests.
+Every scheme is an entry of the registry (schemes/registry.py: its needs, how it runs, its
+compile, why_not, bound, formula and flow-model traffic); `compile_scheme(name, ...)` compiles
+one by name for the counters, the flow model and the tests. A new scheme is its schedule module
+plus one registry line plus its tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from schemes.flat import halving_doubling, mesh, ps, ring
-from schemes.hips import PIPELINE, hips
-from schemes.hips import VARIANTS as HIPS_VARIANTS
-from schemes.rat import rat
+from schemes.registry import SCHEMES, Need, SchemeInputs, SchemeSpec, gather, get, register, unregister
 from schemes.schedule import Schedule, ScheduleError
-
-#: scheme name -> what it needs beyond (workers, n_elems)
-SCHEMES: dict[str, str] = {
-    "ps": "servers: dedicated PS hosts (each holds S/P)",
-    "mesh": "nothing (colocated PS: worker i serves shard i)",
-    "ring": "nothing (worker order is the ring)",
-    "halving-doubling": "nothing (any W; non-powers of two fold the extra workers in first)",
-    "rat": "regions: each worker's region per oversubscribed level (rack, pod, ...)",
-    "hips": "digits: every server's address (BCube, Torus; all servers are workers); stages ms/rs/ps per level",
-    "hrs": "digits (as hips): RS in every stage",
-    "hips-ms": "digits (as hips): MS in every stage",
-}
 
 
 def compile_scheme(
@@ -44,21 +31,26 @@ def compile_scheme(
 
     HiPS variants take the servers' address `digits` (`Kind.address_digits`), the per-level
     methods, whether h processes run in parallel, and whether rings run both ways
-    (`Kind.rings_both_ways`)."""
-    if name == "ps":
-        return ps(workers, n_elems, servers)
-    if name == "mesh":
-        return mesh(workers, n_elems)
-    if name == "ring":
-        return ring(workers, n_elems)
-    if name == "halving-doubling":
-        return halving_doubling(workers, n_elems)
-    if name == "rat":
-        return rat(workers, n_elems, regions or {w: () for w in workers}, trees)
-    if name in HIPS_VARIANTS:
-        pipeline = PIPELINE if hips_pipeline is None else hips_pipeline
-        return hips(workers, n_elems, digits or {}, hips_stages, hips_parallel, both_ways, name, pipeline)
-    raise ScheduleError(f"unknown scheme {name!r}; schemes: {', '.join(SCHEMES)}")
+    (`Kind.rings_both_ways`); schemes ignore what they do not need. From a built network,
+    `gather` collects these inputs as the runs do."""
+    spec = get(name)
+    inputs = SchemeInputs(
+        tuple(workers), n_elems, tuple(servers), regions or {}, digits or {}, both_ways, trees,
+        hips_stages, hips_parallel, hips_pipeline,
+    )  # fmt: skip
+    return spec.compile(inputs)
 
 
-__all__ = ["SCHEMES", "Schedule", "ScheduleError", "compile_scheme"]
+__all__ = [
+    "SCHEMES",
+    "Need",
+    "Schedule",
+    "ScheduleError",
+    "SchemeInputs",
+    "SchemeSpec",
+    "compile_scheme",
+    "gather",
+    "get",
+    "register",
+    "unregister",
+]

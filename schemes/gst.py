@@ -14,9 +14,10 @@ The Torus column is the BCube column halved because its rings are cables that ca
 each way at once (`Kind.rings_both_ways`), so a network's column is chosen by that fact and its
 (n, h) by its servers' address digits (`Kind.address_digits`): no kind names here.
 
-Which of our schemes a row describes: `hips`/`hrs`/`hips-ms` with h parallel processes and no
-`ps` stage are HiPS (on a Torus only with RS in every stage, the paper's Torus+HiPS), `mesh` is
-MS and `ring` is RS. Others (`ps`, `rat`, HiPS without parallel processes) have no formula.
+Which of our schemes a row describes is each scheme's registry entry (`SchemeSpec.table3_row`):
+`hips`/`hrs`/`hips-ms` with h parallel processes and no `ps` stage are HiPS (on a Torus only
+with RS in every stage, the paper's Torus+HiPS: `hips_row`), `mesh` is MS and `ring` is RS.
+Others (`ps`, `rat`, HiPS without parallel processes) have no formula.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from schemes.hips import VARIANTS, stage_methods
+from schemes.hips import stage_methods
 
 Row = Literal["hips", "ms", "rs"]
 
@@ -62,18 +63,29 @@ def reduction(n: int, h: int, versus: Row, both_ways: bool = False) -> float:
     return 1 - table3("hips", n, h, both_ways).units / table3(versus, n, h, both_ways).units
 
 
-def row_of(scheme: str, stages: str | Sequence[str] | None, parallel: bool, levels: int, both_ways: bool) -> Row | None:
-    """The Table 3 row a scheme job is, or None where the paper gives it no formula."""
-    if scheme == "mesh":
-        return "ms"
-    if scheme == "ring":
-        return "rs"
-    if scheme not in VARIANTS or not parallel:
+def hips_row(
+    variant: str, stages: str | Sequence[str] | None, parallel: bool, levels: int, both_ways: bool
+) -> Row | None:
+    """A HiPS variant's row: HiPS with h parallel processes and no `ps` stage (on a Torus only RS in
+    every stage, the paper's Torus+HiPS), else None."""
+    if not parallel:
         return None
-    methods = stage_methods(stages, levels, scheme)
+    methods = stage_methods(stages, levels, variant)
     if "ps" in methods or (both_ways and set(methods) != {"rs"}):
         return None
     return "hips"
+
+
+def row_of(scheme: str, stages: str | Sequence[str] | None, parallel: bool, levels: int, both_ways: bool) -> Row | None:
+    """The Table 3 row a scheme job is (the scheme's registry entry says), or None where the paper
+    gives it no formula."""
+    from schemes.registry import SchemeInputs, get
+
+    spec = get(scheme)
+    if spec.table3_row is None:
+        return None
+    inputs = SchemeInputs((), 0, hips_stages=stages, hips_parallel=parallel, both_ways=both_ways)
+    return spec.table3_row(inputs, levels)
 
 
 def grid_shape(digits: Mapping[str, Sequence[int]]) -> tuple[int, int] | None:

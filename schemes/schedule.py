@@ -96,6 +96,29 @@ class Schedule:
         self.recv(dst, chunk, src, op)
 
 
+def host_part(schedule: Schedule, host: str) -> dict:
+    """What one host's engine needs of a schedule, as JSON values: the hosts, the chunks and this
+    host's own steps. The engine process runs from this (engine.processes writes it into each
+    host's config), so it never compiles a scheme by name: any registered scheme runs, a test's
+    toy one included, and a scheme may hand out a different schedule for a later run."""
+    return {
+        "scheme": schedule.scheme,
+        "host": host,
+        "workers": list(schedule.workers),
+        "servers": list(schedule.servers),
+        "chunks": [[c.offset, c.length] for c in schedule.chunks],
+        "steps": [[s.op.value, s.chunk, s.peer] for s in schedule.steps.get(host, [])],
+    }
+
+
+def from_host_part(part: Mapping) -> Schedule:
+    """The schedule `host_part` wrote, holding that one host's steps."""
+    chunks = tuple(Chunk(i, int(a), int(n)) for i, (a, n) in enumerate(part["chunks"]))
+    sched = Schedule(part["scheme"], tuple(part["workers"]), chunks, servers=tuple(part["servers"]))
+    sched.steps[part["host"]] = [Step(Op(op), int(c), peer) for op, c, peer in part["steps"]]
+    return sched
+
+
 def split(n_elems: int, parts: int) -> tuple[Chunk, ...]:
     """`parts` contiguous chunks whose lengths differ by at most one element (numpy's array_split)."""
     if parts < 1 or n_elems < parts:

@@ -29,6 +29,7 @@ from runs.predict import choose_width, placement_prediction, prediction
 from runs.results import manifest, summarize
 from runs.runloop import RunResult, conclude, resolve_jobs, run_loop
 from runs.stall import StallWatch
+from schemes.registry import SCHEMES
 from servers.cluster import HardwareCluster
 from servers.inventory import Placement, load_inventory, place
 from tfjob.procs import JobRun, failover
@@ -103,8 +104,9 @@ def run_hardware(
     """Run the experiment's job(s) on the inventory's servers; write `out` as an emulated run
     does. Raises RunError on failure (after writing what was measured, marked incomplete)."""
     where = source or exp.name
-    if any(j.scheme != "tf-ps" for j in exp.all_jobs):
-        raise ExperimentError(f"{where}: job.scheme: hardware mode runs TF PS jobs only; use scheme tf-ps")
+    if any(j.engine for j in exp.all_jobs):
+        tf = ", ".join(s.name for s in SCHEMES.values() if not s.engine)
+        raise ExperimentError(f"{where}: job.scheme: hardware mode runs TF PS jobs only; use scheme {tf}")
     check_hardware_timeline(exp, where)
     net = build_network(topo, topo_source)
     plan = resolve_jobs(exp, net, where)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
+from schemes import registry as scheme_registry
 from servers.ssh import SSHError
 from topologies.schema import InputError
 from workloads.errors import RunError
@@ -526,7 +527,12 @@ def build_parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("simulate", help="an experiment's network part on the SimGrid flow model (builds nothing)")
     sm.add_argument("experiment")
     sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
-    sm.add_argument("--scheme", default="tf-ps", help="tf-ps (the TF PS job) or a schemes name (ring, ...)")
+    sm.add_argument(
+        "--scheme",
+        default=scheme_registry.DEFAULT,
+        choices=scheme_registry.names(),
+        help=f"a scheme of the registry (default {scheme_registry.DEFAULT}: the TF PS job)",
+    )
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
     sm.add_argument("--exact", action="store_true", help="exact max-min, without the emulator's stored calibration")
     sm.set_defaults(func=cmd_simulate)

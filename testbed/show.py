@@ -8,21 +8,7 @@ from pathlib import Path
 import networkx as nx
 
 from controller.tc import deployment, initial_circuits
-from topologies.model import Network, Role
-
-_COLOR = {
-    Role.WORKER: "tab:green",
-    Role.PS: "tab:red",
-    Role.IDLE: "lightgray",
-    Role.STANDBY: "pink",
-    Role.ECS: "tab:purple",
-    Role.TOR: "tab:blue",
-    Role.SUPERNODE: "tab:orange",
-    Role.AGG: "tab:cyan",
-    Role.CORE: "tab:orange",
-    Role.BSWITCH: "tab:blue",
-    Role.WIRE: "tab:gray",
-}
+from topologies.model import Network
 
 
 def describe(net: Network) -> str:
@@ -84,7 +70,7 @@ def draw(net: Network, path: Path) -> Path:
     width = max(8.0, 0.55 * max(Counter(layers[n.role] for n in net.nodes.values()).values()))
     fig, ax = plt.subplots(figsize=(width, 6))
     nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.4)
-    colors = [_COLOR[net.nodes[n].role] for n in g.nodes]
+    colors = [net.nodes[n].role.color for n in g.nodes]
     nx.draw_networkx_nodes(g, pos, ax=ax, node_color=colors, node_size=380)
     nx.draw_networkx_labels(g, pos, ax=ax, font_size=6)
     labels = {tuple(e): f"x{c}" for e, c in mult.items() if c > 1}

@@ -116,7 +116,7 @@ def test_a_receive_nobody_sends_is_a_deadlock():
 
 
 def test_unknown_scheme_lists_the_known_ones():
-    with pytest.raises(ScheduleError, match="schemes: ps, mesh, ring"):
+    with pytest.raises(ScheduleError, match="schemes: tf-ps, ps, mesh, ring"):
         compile_scheme("butterfly", workers(4), 100)
 
 

@@ -6,75 +6,238 @@ decided here, once, when a link is added, and the Mininet Topo and the controlle
 back (ripl's bug was computing ports twice).
 
 `Kind` is what every topology family provides (spec, builder, node identity, intended pairs,
-failure candidates, drawing layers, BCT facts, controller capabilities); the families live in
-topologies/kinds/ and everything outside topologies/ asks a network's `family` instead of
-comparing kind names. It is defined here, beside `Network`, because a network carries its kind.
+failure candidates, drawing layers, BCT facts, controller capabilities, the model figures' layouts,
+the scale benchmark's growth); the families live in topologies/kinds/ and everything outside
+topologies/ asks a network's `family` instead of comparing kind names. It is defined here, beside
+`Network`, because a network carries its kind. `Role` and `LinkKind` are registered names with
+their facts, so a kind module adds its own without touching this file.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from ipaddress import IPv4Address
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import networkx as nx
 
 from topologies.spec import SpecBase
 
 
-class Role(StrEnum):
-    """What a node is; switches and hosts are told apart by role, never by name."""
+class _Vocabulary(type):
+    """Iterating a vocabulary class yields its members in definition order, as an Enum's does."""
 
-    WORKER = "worker"
-    PS = "ps"
-    IDLE = "idle"  # a host that takes no part in the job (FatTree hosts beyond W + P)
-    STANDBY = "standby-ps"  # cabled as a PS, idle until it replaces a failed one
-    ECS = "ecs"
-    TOR = "tor"
-    SUPERNODE = "supernode"
-    AGG = "agg"
-    CORE = "core"
-    BSWITCH = "bcube-switch"
-    WIRE = "torus-wire"  # Torus: one ring cable, emulated as a two-port bridge (see kinds/torus.py)
+    def __iter__(cls) -> Iterator[Any]:
+        return iter(list(cls._members.values()))  # type: ignore[attr-defined]
+
+    def __len__(cls) -> int:
+        return len(cls._members)  # type: ignore[attr-defined]
 
 
+class _Word(str, metaclass=_Vocabulary):
+    """A registered name: a str (files, tables and CSVs show it as it is) that exists once, so
+    `is` and `==` both work as with an Enum member. No Enum (nor a library) serves: an Enum cannot
+    grow, and a kind module must add its own roles and cable kinds (`Role.define`, `LinkKind.define`)."""
+
+    __slots__ = ()
+    _members: ClassVar[dict[str, Any]]
+
+    def __new__(cls, value: str) -> Self:
+        try:
+            return cls._members[str(value)]
+        except KeyError:
+            known = ", ".join(cls._members)
+            raise ValueError(f"{value!r} is no {cls.__name__} of this testbed; known: {known}") from None
+
+    @classmethod
+    def _add(cls, name: str) -> Self:
+        if name in cls._members:
+            raise ValueError(f"{cls.__name__} {name!r} is defined twice; pick another name")
+        word = str.__new__(cls, name)
+        cls._members[name] = word
+        return word
+
+    @classmethod
+    def _remove(cls, name: str) -> None:
+        cls._members.pop(name, None)
+
+    @property
+    def value(self) -> str:
+        return str.__str__(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.value,))
+
+    def __copy__(self) -> Self:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Self:
+        return self
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    """What the rest of the testbed asks of a role: a host or a switch, its colour in `testbed
+    topo show`, whether the CNC installs routes on it (every switch but PSNet's circuit-switched
+    ECS), and its byte in DPIDs (switches; unique, so DPIDs of different roles never collide)."""
+
+    host: bool
+    color: str
+    cnc: bool
+    dpid_byte: int | None
+
+
+class Role(_Word):
+    """What a node is; switches and hosts are told apart by role, never by name.
+
+    The shared roles are defined below; a kind module defines its own with `Role.define` (a
+    new role is drawn in its colour, routed by the CNC and packed in DPIDs by its facts)."""
+
+    _members: ClassVar[dict[str, Role]] = {}
+    _facts: ClassVar[dict[str, RoleFacts]] = {}
+    _hosts: ClassVar[set[str]] = set()  # the host roles' names (`Node.is_host` is asked often)
+    WORKER: ClassVar[Role]
+    PS: ClassVar[Role]
+    IDLE: ClassVar[Role]  # a host that takes no part in the job (FatTree hosts beyond W + P)
+    STANDBY: ClassVar[Role]  # cabled as a PS, idle until it replaces a failed one
+    ECS: ClassVar[Role]
+    TOR: ClassVar[Role]
+    SUPERNODE: ClassVar[Role]
+    AGG: ClassVar[Role]
+    CORE: ClassVar[Role]
+    BSWITCH: ClassVar[Role]
+    WIRE: ClassVar[Role]  # Torus: one ring cable, emulated as a two-port bridge (see kinds/torus.py)
+
+    @classmethod
+    def define(
+        cls, name: str, *, color: str, host: bool = False, cnc: bool | None = None, dpid_byte: int | None = None
+    ) -> Role:
+        """A new role: a host, or a switch with a DPID byte (1-255, unused) that the CNC routes
+        unless `cnc=False` (a switch another app programs, as PSNet's ECS). Defining a role again
+        with the same facts returns it (two kinds may share a role); other facts are refused."""
+        facts = RoleFacts(host, color, (not host) if cnc is None else cnc, dpid_byte)
+        if name in cls._members:
+            if cls._facts[name] != facts:
+                raise ValueError(f"role {name} is defined already with other facts; pick another name")
+            return cls._members[name]
+        if host and dpid_byte is not None:
+            raise ValueError(f"role {name}: a host has no DPID; give dpid_byte to switches only")
+        if not host:
+            if dpid_byte is None or not 0 < dpid_byte < 256:
+                raise ValueError(f"role {name}: a switch role needs a dpid_byte in 1..255")
+            taken = {f.dpid_byte: r for r, f in cls._facts.items()}
+            if dpid_byte in taken:
+                raise ValueError(f"role {name}: dpid_byte {dpid_byte} is {taken[dpid_byte]}'s; pick a free one")
+        role = cls._add(name)
+        cls._facts[name] = facts
+        if host:
+            cls._hosts.add(name)
+        return role
+
+    @classmethod
+    def undefine(cls, name: str) -> None:
+        """Forget a role (a test's toy kind cleaning up after itself)."""
+        cls._remove(name)
+        cls._facts.pop(name, None)
+        cls._hosts.discard(name)
+
+    @classmethod
+    def of_dpid_byte(cls, byte: int) -> Role | None:
+        return next((cls(r) for r, f in cls._facts.items() if f.dpid_byte == byte), None)
+
+    @property
+    def facts(self) -> RoleFacts:
+        return self._facts[self]
+
+    @property
+    def is_host(self) -> bool:
+        return self in self._hosts
+
+    @property
+    def color(self) -> str:
+        return self.facts.color
+
+    @property
+    def cnc(self) -> bool:
+        """Whether the CNC installs proactive routes on switches of this role."""
+        return self.facts.cnc
+
+
+Role.WORKER = Role.define("worker", host=True, color="tab:green")
+Role.PS = Role.define("ps", host=True, color="tab:red")
+Role.IDLE = Role.define("idle", host=True, color="lightgray")
+Role.STANDBY = Role.define("standby-ps", host=True, color="pink")
+Role.ECS = Role.define("ecs", color="tab:purple", cnc=False, dpid_byte=1)  # the ECS app programs it
+Role.TOR = Role.define("tor", color="tab:blue", dpid_byte=2)
+Role.SUPERNODE = Role.define("supernode", color="tab:orange", dpid_byte=3)
+Role.AGG = Role.define("agg", color="tab:cyan", dpid_byte=4)
+Role.CORE = Role.define("core", color="tab:orange", dpid_byte=5)
+Role.BSWITCH = Role.define("bcube-switch", color="tab:blue", dpid_byte=6)
+Role.WIRE = Role.define("torus-wire", color="tab:gray", dpid_byte=7)
+
+#: the host roles every kind shares (a kind's own host roles are `Role.is_host` too)
 HOST_ROLES = frozenset({Role.WORKER, Role.PS, Role.IDLE, Role.STANDBY})
 
 
-class LinkKind(StrEnum):
-    """What a cable joins; a StrEnum like Role, so files, tables and CSVs show the same strings."""
+class LinkKind(_Word):
+    """What a cable joins; a str like Role, so files, tables and CSVs show the same strings. A
+    kind module defines its own with `LinkKind.define`."""
 
-    WORKER_ECS = "worker-ecs"  # PSNet: a worker's cable to its module's ECS
-    ECS_TOR = "ecs-tor"  # PSNet: an ECS port facing a ToR (a circuit "slot")
-    TOR_SUPERNODE = "tor-supernode"  # PSNet: a ToR's uplink
-    PS_TOR = "ps-tor"  # PSNet: one NIC of a multi-NIC PS
-    SUPERNODE = "supernode"  # PSNet: between two modules' SuperNode switches
-    HOST_TOR = "host-tor"  # FatTree: a host's cable to its edge switch
-    TOR_AGG = "tor-agg"  # FatTree: edge to aggregation
-    AGG_CORE = "agg-core"  # FatTree: aggregation to core
-    SERVER_SWITCH = "server-switch"  # BCube: one NIC of a server
-    SERVER_WIRE = "server-wire"  # Torus: one NIC of a server, to the bridge standing for its ring cable
-    LEAF_SPINE = "leaf-spine"  # leaf-spine: a leaf's uplink to one spine
+    _members: ClassVar[dict[str, LinkKind]] = {}
+    WORKER_ECS: ClassVar[LinkKind]  # PSNet: a worker's cable to its module's ECS
+    ECS_TOR: ClassVar[LinkKind]  # PSNet: an ECS port facing a ToR (a circuit "slot")
+    TOR_SUPERNODE: ClassVar[LinkKind]  # PSNet: a ToR's uplink
+    PS_TOR: ClassVar[LinkKind]  # PSNet: one NIC of a multi-NIC PS
+    SUPERNODE: ClassVar[LinkKind]  # PSNet: between two modules' SuperNode switches
+    HOST_TOR: ClassVar[LinkKind]  # FatTree: a host's cable to its edge switch
+    TOR_AGG: ClassVar[LinkKind]  # FatTree: edge to aggregation
+    AGG_CORE: ClassVar[LinkKind]  # FatTree: aggregation to core
+    SERVER_SWITCH: ClassVar[LinkKind]  # BCube: one NIC of a server
+    SERVER_WIRE: ClassVar[LinkKind]  # Torus: one NIC of a server, to the bridge standing for its ring cable
+    LEAF_SPINE: ClassVar[LinkKind]  # leaf-spine: a leaf's uplink to one spine
+
+    @classmethod
+    def define(cls, name: str) -> LinkKind:
+        """A cable kind of this name (the one defined already, if any: kinds may share one)."""
+        return cls._members.get(name) or cls._add(name)
+
+    @classmethod
+    def undefine(cls, name: str) -> None:
+        cls._remove(name)
+
+
+LinkKind.WORKER_ECS = LinkKind.define("worker-ecs")
+LinkKind.ECS_TOR = LinkKind.define("ecs-tor")
+LinkKind.TOR_SUPERNODE = LinkKind.define("tor-supernode")
+LinkKind.PS_TOR = LinkKind.define("ps-tor")
+LinkKind.SUPERNODE = LinkKind.define("supernode")
+LinkKind.HOST_TOR = LinkKind.define("host-tor")
+LinkKind.TOR_AGG = LinkKind.define("tor-agg")
+LinkKind.AGG_CORE = LinkKind.define("agg-core")
+LinkKind.SERVER_SWITCH = LinkKind.define("server-switch")
+LinkKind.SERVER_WIRE = LinkKind.define("server-wire")
+LinkKind.LEAF_SPINE = LinkKind.define("leaf-spine")
 
 
 # --- addresses: the packing every kind's node identity uses, and its inverse -----------------
-#: One byte per switch role in the DPID, so DPIDs of different roles never collide.
-_DPID_ROLE = {Role.ECS: 1, Role.TOR: 2, Role.SUPERNODE: 3, Role.AGG: 4, Role.CORE: 5, Role.BSWITCH: 6, Role.WIRE: 7}
-_ROLE_OF_DPID = {v: k for k, v in _DPID_ROLE.items()}
-
-
 def dpid_for(role: Role, *nums: int) -> int:
-    """DPID packing the switch role and up to three small identifiers (module/pod, index...)."""
+    """DPID packing the switch role's byte and up to three small identifiers (module/pod, index...)."""
     a, b, c = (list(nums) + [0, 0, 0])[:3]
-    return (_DPID_ROLE[role] << 32) | (a << 16) | (b << 8) | c
+    byte = role.facts.dpid_byte
+    if byte is None:
+        raise ValueError(f"role {role} is a host: hosts have no DPID")
+    return (byte << 32) | (a << 16) | (b << 8) | c
 
 
 def dpid_parts(dpid: int) -> tuple[Role, int, int, int]:
     """The inverse of dpid_for: (role, a, b, c); ValueError for a DPID no builder makes."""
-    role = _ROLE_OF_DPID.get(dpid >> 32)
+    role = Role.of_dpid_byte(dpid >> 32)
     if role is None or dpid >> 40:
         raise ValueError(f"DPID {dpid:#x} packs no switch role of this testbed")
     return role, (dpid >> 16) & 0xFFFF, (dpid >> 8) & 0xFF, dpid & 0xFF
@@ -127,7 +290,7 @@ class Node:
 
     @property
     def is_host(self) -> bool:
-        return self.role in HOST_ROLES
+        return self.role in Role._hosts
 
 
 @dataclass(frozen=True)
@@ -238,12 +401,27 @@ class BctFacts:
     inter_module_link: LinkKind | None = None  # Eq. 6: the cables between two modules
 
 
+@dataclass(frozen=True)
+class PaperJob:
+    """A paper-scale PS job for the model-only figures (the PSNet paper's Figs. 6-7): W workers,
+    P PSs, and the paper's knobs of the kinds that read them (PSNet's R and K, FatTree's r)."""
+
+    workers: int
+    ps: int
+    tors: int = 1  # PSNet: R ToRs per module
+    K: float = 1.0  # PSNet: B_s = K x B_w
+    r: float = 1.0  # FatTree: oversubscription at the ToR layer
+    worker_mbps: float = 0.0  # B_w (a layout that derives rates from it)
+
+
 class Kind(ABC):
     """One topology family: everything that differs between PSNet, FatTree and BCube.
 
-    A kind module (topologies/kinds/<kind>.py) subclasses this once and registers its instance in
-    topologies/kinds/__init__.py. Capabilities are plain attributes so the controller, the
-    workloads and the applications ask them instead of comparing kind names.
+    A kind module (topologies/kinds/<kind>.py) subclasses this once, defines any role or cable
+    kind of its own (`Role.define`, `LinkKind.define`: the role's colour, whether the CNC routes
+    it and its DPID byte come with it), and registers its instance in topologies/kinds/__init__.py.
+    Capabilities are plain attributes so the controller, the workloads and the applications ask
+    them instead of comparing kind names.
     """
 
     name: ClassVar[str]  # the `kind:` value of a file
@@ -269,8 +447,10 @@ class Kind(ABC):
     #: as in psnet-1tor, or BCube k = 0 a PS's or server's only cable is among them)
     failure_links: ClassVar[tuple[LinkKind, ...]] = ()
     failure_switches: ClassVar[tuple[Role, ...]] = ()
-    #: drawing layer of each role, top (0) to bottom (`testbed topo show`)
+    #: drawing layer of each role, top (0) to bottom (`testbed topo show`; colours are the roles')
     layers: ClassVar[Mapping[Role, int]] = {}
+    #: the model-only figures' layouts this kind sizes (`layout:` of a series, replays.modelfig)
+    layouts: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def build(self, spec: SpecBase) -> Network:
@@ -312,6 +492,17 @@ class Kind(ABC):
         """Each server's address digits (a_{h-1}, ..., a_0) where the kind has them (BCube, Torus:
         HiPS groups the servers that differ in one digit), or {} where it has none."""
         return {}
+
+    def layout(self, name: str, job: PaperJob) -> dict[str, Any]:
+        """The topology fields (`kind` included) of layout `name` (one of `layouts`) holding the
+        paper-scale job; ValueError where the job does not fit it."""
+        raise ValueError(f"{self.name} has no layout {name!r}")
+
+    def grown(self, hosts: int, ps: int) -> tuple[str, dict[str, Any]] | None:
+        """A shipped topology file of this kind and the fields that grow it to about `hosts` hosts
+        with `ps` PSs (100, 1000 or 10000: benchmarks.scale runs the flow model on them), or None
+        where the kind has no such growth."""
+        return None
 
     @property
     def failure_candidates(self) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from topologies.kinds.psnet import PSNetSpec
 from topologies.spec import (
     EMULATOR_CEILING_MBPS,
     FIDELITY_BUDGETS_MBPS,
+    FLOW_MODEL_ONLY,
     InputError,
     Mbps,
     SafeName,
@@ -29,6 +30,7 @@ from topologies.spec import (
     TopologyError,
     check_finite,
     check_name,
+    emulating,
     fidelity_budget_mbps,
     is_safe_name,
     name_from_path,
@@ -50,6 +52,7 @@ __all__ = [
     "TopologySpec",
     "check_finite",
     "check_name",
+    "emulating",
     "fidelity_budget_mbps",
     "is_safe_name",
     "load_spec",
@@ -60,8 +63,11 @@ __all__ = [
 ]
 
 
-def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
-    """Validate a mapping (as read from YAML) into a topology spec, or raise TopologyError."""
+def parse_spec(data: object, source: str = "<topology>", emulated: bool = True) -> TopologySpec:
+    """Validate a mapping (as read from YAML) into its kind's spec, or raise TopologyError.
+
+    `emulated=False` reads it for the flow model only (runs.simulate): the emulator's limits (a
+    kind's size cap, the rate ceiling) do not apply there."""
     if not isinstance(data, dict):
         raise TopologyError(f"{source}: (top level): expected a mapping of fields, got {type(data).__name__}")
     try:
@@ -72,11 +78,12 @@ def parse_spec(data: object, source: str = "<topology>") -> TopologySpec:
     data.setdefault("name", name_from_path(source))
     check_finite(data, source)
     try:
-        spec = kind.spec_class.model_validate(data)
+        spec = kind.spec_class.model_validate(data, context=None if emulated else FLOW_MODEL_ONLY)
     except ValidationError as err:
         raise TopologyError(one_line_error(source, err, kind.spec_class)) from None
     check_finite(spec.model_dump(), source)  # "inf" as a string: pydantic reads it as a float
-    _check_rates(spec, source)
+    if emulated:
+        _check_rates(spec, source)
     return spec  # type: ignore[return-value]
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
 #: Mininet ignores `bw` above 1000 Mbit/s, and userspace OVS carries ~1.35 Gbit/s unshaped on
 #: one hop: an emulated link above this rate cannot be honoured at all.
@@ -169,6 +169,16 @@ class SpecBase(BaseModel):
     def emulated(self, paper_mbps: float) -> float:
         """Emulated rate (Mbit/s) of a paper-equivalent rate under this file's scale."""
         return paper_mbps / self.scale
+
+
+#: pydantic validation context of a spec read for the flow model only (runs.simulate): the
+#: emulator's limits, such as a kind's size cap, do not apply (`emulating` tells a validator)
+FLOW_MODEL_ONLY = {"emulated": False}
+
+
+def emulating(info: ValidationInfo) -> bool:
+    """Whether a validator checks a spec the emulator will build (not FLOW_MODEL_ONLY)."""
+    return bool((info.context or {}).get("emulated", True))
 
 
 def one_line_error(path: str, err: ValidationError, model: type[BaseModel]) -> str:

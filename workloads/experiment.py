@@ -36,6 +36,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from schemes import registry
+from schemes.registry import SchemeName
 from topologies import kinds
 from topologies.schema import (
     InputError,
@@ -81,9 +83,10 @@ class JobSpec(BaseModel):
     seed: int = Field(default=1)
     threads: int = Field(default=1, ge=1, description="TF intra/inter-op threads per process")
     deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
-    scheme: Literal["tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "hrs", "hips-ms"] = Field(
-        default="tf-ps",
-        description="synchronisation: tf-ps (TensorFlow's PS job) or a scheme of schemes/",
+    scheme: SchemeName = Field(
+        default=registry.DEFAULT,
+        description="synchronisation: a scheme of the registry (schemes/registry.py): tf-ps (TensorFlow's PS "
+        "job, the default) or one the scheme engine runs (ring, rat, hips, ...)",
     )
     compute: Literal["tf", "calibrated"] = Field(
         default="tf",
@@ -108,11 +111,16 @@ class JobSpec(BaseModel):
         "full-size job's host time on this machine (tfjob.hosttime)",
     )
 
+    @property
+    def engine(self) -> bool:
+        """Whether the scheme engine runs this job's synchronisation (else TF's PS job does)."""
+        return registry.get(self.scheme).engine
+
     @model_validator(mode="after")
     def _full_host_time_is_tf_ps(self) -> JobSpec:
-        if self.host_time == "full" and self.scheme != "tf-ps":
+        if self.host_time == "full" and self.engine:
             raise ValueError("host_time: full pads the TF PS job's steps; a scheme job takes compute_s instead")
-        if self.colocate_ps and self.scheme != "tf-ps":
+        if self.colocate_ps and self.engine:
             raise ValueError("colocate_ps places TF's PS tasks in the worker's host; a scheme job has none: remove it")
         if self.colocate_ps and self.workers is not None and len(self.workers) != 1:
             raise ValueError(f"colocate_ps: the PSs share one worker's host; name one worker, got {self.workers}")
@@ -145,18 +153,18 @@ class ExperimentSpec(BaseModel):
     def _one_of_job_jobs(self) -> ExperimentSpec:
         if (self.job is None) == (self.jobs is None):
             raise ValueError("job: give either job (one job on all hosts) or jobs (a list, each naming its hosts)")
-        schemes = {j.scheme for j in self.all_jobs if j.scheme != "tf-ps"}
-        if schemes and (self.jobs is not None and len(self.jobs) > 1):
+        engine_jobs = [j for j in self.all_jobs if j.engine]
+        if engine_jobs and (self.jobs is not None and len(self.jobs) > 1):
             raise ValueError("jobs: a scheme job (scheme: ...) runs alone for now; give one job")
         actions = {e.action for e in self.timeline}
-        if schemes and "fail_ps" in actions:
+        if engine_jobs and "fail_ps" in actions:
             raise ValueError(
                 "timeline: fail_ps restarts a TF PS job on a standby PS; a scheme job has no standby: "
                 "fail the PS's cable (link_down) instead"
             )
         if "fail_ps" in actions and any(j.colocate_ps for j in self.all_jobs):
             raise ValueError("timeline: fail_ps fails a PS host; with colocate_ps the PSs run in the worker's host")
-        if not schemes and "pause_senders" in actions:
+        if not engine_jobs and "pause_senders" in actions:
             raise ValueError(
                 "timeline: pause_senders pauses hosts inside the scheme engine; it needs a scheme job "
                 "(job.scheme: ring, rat, ...); for tf-ps use link_down"

@@ -1,4 +1,5 @@
-"""One iteration's traffic as messages: the TF PS job in two phases, or a scheme's schedule as a DAG.
+"""One iteration's traffic as messages: the TF PS job in two phases, or a scheme's schedule as a DAG
+(each scheme's registry entry says which: schemes.registry FlowTraffic).
 
 A `Traffic` is plain data (picklable, it crosses into the simulation subprocess): messages
 (sender, receiver, bytes), each with a gate it waits for, and the phase barriers.
@@ -18,11 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from controller.tc import Circuits
-from schemes.schedule import Op, Schedule
+from schemes.registry import DEFAULT as DEFAULT_SCHEME
+from schemes.registry import FlowTraffic, gather
+from schemes.registry import get as get_scheme
+from schemes.schedule import ELEM_BYTES, Op, Schedule
 from topologies.model import Network
 
-#: the TF parameter-server job (tfjob/psjob.py), as opposed to a scheme's schedule
-TF_PS = "tf-ps"
+#: the scheme a job runs by default: TF's parameter-server job (tfjob/psjob.py)
+TF_PS = DEFAULT_SCHEME
 
 
 @dataclass
@@ -58,12 +62,12 @@ class Traffic:
         return sorted(set(self.src) | set(self.dst))
 
 
-def tf_ps(workers: Sequence[str], pss: Sequence[str], model_bytes: float) -> Traffic:
+def tf_ps(workers: Sequence[str], pss: Sequence[str], model_bytes: float, name: str = TF_PS) -> Traffic:
     """The TF PS job: every worker pushes S/P to every PS, then (a barrier) every PS sends it back.
 
     The paper's T_push then T_pull (Eqs. 1, 5-7); TF's real split is by whole variables
     (README, Known limits), the equations' and this model's is S/P."""
-    t = Traffic(TF_PS, phases=["push", "pull"])
+    t = Traffic(name, phases=["push", "pull"])
     share = model_bytes / len(pss)
     for w in workers:
         for p in pss:
@@ -108,13 +112,11 @@ def scheme_traffic(
     model_bytes: float,
     region_of: Mapping[str, Sequence[str]] | None = None,
 ) -> Traffic:
-    """The traffic of `scheme` ("tf-ps" or a schemes name) for this job's hosts."""
-    if scheme == TF_PS:
-        return tf_ps(workers, pss, model_bytes)
-    from schemes import compile_scheme
-    from schemes.schedule import ELEM_BYTES
-
+    """The traffic of `scheme` (a name of schemes.registry) for this job's hosts: TF's push and
+    pull phases, or the scheme's schedule compiled from the network's inputs (regions, address
+    digits, rings both ways: schemes.registry.gather) as the emulator's runs compile it."""
+    spec = get_scheme(scheme)
+    if spec.flow is FlowTraffic.PS_PHASES:
+        return tf_ps(workers, pss, model_bytes, spec.name)
     n_elems = max(len(workers), round(model_bytes / ELEM_BYTES))
-    regs = region_of if region_of is not None else net.family.regions(net)  # as the emulator's runs
-    servers = list(pss) if scheme == "ps" else []
-    return from_schedule(compile_scheme(scheme, list(workers), n_elems, servers=servers, regions=regs))
+    return from_schedule(spec.compile(gather(net, spec, n_elems, workers, pss, region_of)))

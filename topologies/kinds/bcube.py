@@ -9,12 +9,12 @@ as BCube does; switches only ever see directly attached servers and forward by t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from topologies.model import Kind, LinkKind, Network, Node, NodeId, Role, dpid_for, dpid_parts, ip_octets, mac_for
-from topologies.spec import SpecBase
+from topologies.spec import SpecBase, emulating
 
 
 # --- spec (the `kind: bcube` file) ------------------------------------------------------------
@@ -28,9 +28,9 @@ class BCubeSpec(SpecBase):
     workers: int | None = Field(default=None, ge=1, description="W (default: all other servers)")
 
     @model_validator(mode="after")
-    def _shape(self) -> BCubeSpec:
+    def _shape(self, info: ValidationInfo) -> BCubeSpec:
         servers = self.n ** (self.k + 1)
-        if servers > 256:
+        if servers > 256 and emulating(info):  # the emulator's cap; the flow model has none
             raise ValueError(f"n, k: BCube({self.n},{self.k}) has {servers} servers; keep <= 256")
         if self.ps >= servers:
             raise ValueError(f"ps: {self.ps} PSs leave no worker among the {servers} servers; use fewer")
@@ -192,6 +192,11 @@ class BCubeKind(Kind):
         """Every server with every other: all of them relay, so all must reach each other."""
         names = [h.name for h in net.hosts()]
         return [(a, b) for a in names for b in names if a != b]
+
+    def grown(self, hosts: int, ps: int) -> tuple[str, dict[str, Any]] | None:
+        """BCube(n, 1) with n = 10, 32, 100 (100, 1024, 10000 servers; beyond the emulator's cap)."""
+        n = {100: 10, 1000: 32, 10000: 100}.get(hosts)
+        return None if n is None else ("bcube-4-1.yaml", {"n": n, "k": 1, "ps": ps, "routing": "hashed"})
 
     def address_digits(self, net: Network) -> dict[str, tuple[int, ...]]:
         """HiPS's server address: the base-n digits (a_k..a_0) the name spells."""

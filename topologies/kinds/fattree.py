@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -24,6 +24,7 @@ from topologies.model import (
     Network,
     Node,
     NodeId,
+    PaperJob,
     Role,
     dpid_for,
     dpid_parts,
@@ -271,6 +272,37 @@ class FatTreeKind(Kind):
         s: FatTreeSpec = spec  # type: ignore[assignment]
         return {"worker_mbps": s.worker_mbps, "ps_mbps": s.ps_mbps or 0}
 
+    layouts = ("fattree-two-pods",)
+
+    def layout(self, name: str, job: PaperJob) -> dict[str, Any]:
+        """Two pods of the smallest radix holding W + P hosts, workers filling ToRs in order
+        (Section 4.2: Fig. 7's FatTree), the PSs on the next free hosts."""
+        if name not in self.layouts:
+            return super().layout(name, job)
+        k = fattree_k(job.workers + job.ps)
+        per_tor = k // 2
+        full, rest = divmod(job.workers, per_tor)
+        deployment = [per_tor] * full + ([rest] if rest else [])
+        deployment += [0] * (k - len(deployment))  # two pods = k ToRs; the PSs take the next free hosts
+        return {
+            "kind": "fattree",
+            "k": k,
+            "pods": 2,
+            "workers": deployment,
+            "ps": job.ps,
+            "oversubscription": job.r,
+            "routing": "balanced",
+        }
+
+    def grown(self, hosts: int, ps: int) -> tuple[str, dict[str, Any]] | None:
+        """The prototype at radix 8, 16, 34 (~100, 1k, 10k hosts): every host a worker but the PSs."""
+        k = {100: 8, 1000: 16, 10000: 34}.get(hosts)
+        if k is None:
+            return None
+        half = k // 2
+        workers = [half] * (k * half - 1) + [half - ps]
+        return "fattree-testbed.yaml", {"k": k, "pods": None, "workers": workers, "ps": ps, "routing": "hashed"}
+
     def regions(self, net: Network) -> dict[str, tuple[str, ...]]:
         """Rack (edge switch) and pod: both tiers run at B_w / r, so both are oversubscribed when r > 1."""
         s: FatTreeSpec = net.spec  # type: ignore[assignment]
@@ -281,6 +313,14 @@ class FatTreeKind(Kind):
             hid = FatTreeId.from_name(h.name, s)
             out[h.name] = (FatTreeId(Tier.EDGE, hid.pod, hid.sw).name, f"pod{hid.pod}")
         return out
+
+
+def fattree_k(hosts: int) -> int:
+    """The smallest even radix whose two pods (2 x k/2 ToRs x k/2 hosts) hold `hosts`."""
+    k = 2
+    while k * k // 2 < hosts:
+        k += 2
+    return k
 
 
 FATTREE = FatTreeKind()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import networkx as nx
 from pydantic import Field, model_validator
@@ -29,6 +29,7 @@ from topologies.model import (
     Network,
     Node,
     NodeId,
+    PaperJob,
     Role,
     dpid_for,
     dpid_parts,
@@ -361,6 +362,36 @@ class PSNetKind(Kind):
             "uplink_mbps": s.uplink_paper_mbps,
             "inter_module_mbps": s.inter_module_paper_mbps,
         }
+
+    layouts = ("psnet-one-module", "psnet-two-modules")
+
+    def layout(self, name: str, job: PaperJob) -> dict[str, Any]:
+        """One module, or two splitting W and P evenly (Section 4.2: Figs. 6-7's PSNet)."""
+        if name not in self.layouts:
+            return super().layout(name, job)
+        modules = 1 if name == "psnet-one-module" else 2
+        if job.workers % modules or job.ps % modules:
+            raise ValueError(f"W={job.workers} and P={job.ps} must split over {modules}")
+        shape: dict[str, Any] = {
+            "kind": "psnet",
+            "modules": modules,
+            "tors": job.tors,
+            "ps": job.ps // modules,
+            "workers": job.workers // modules,
+            "K": job.K,
+        }
+        if modules == 2:  # Section 4.1: "the bandwidth between modules is equal to B_s"
+            shape["inter_module_mbps"] = job.K * job.worker_mbps
+        return shape
+
+    def grown(self, hosts: int, ps: int) -> tuple[str, dict[str, Any]] | None:
+        """5 x 20, 10 x 100, 10 x 1000 hosts (~100, 1k, 10k): one PS per module, 4 ToRs."""
+        size = {100: (5, 20), 1000: (10, 100), 10000: (10, 1000)}.get(hosts)
+        if size is None:
+            return None
+        modules, per = size
+        w = per - 1
+        return "psnet-testbed.yaml", {"modules": modules, "tors": 4, "ps": 1, "workers": w, "tor_downlinks": -(-w // 4)}
 
     def paper_path(self, net: Network, src: str, dst: str) -> tuple[int, str] | None:
         """Within a module a worker reaches a PS through the ECS and one ToR (Section 3.1)."""
