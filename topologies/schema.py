@@ -33,6 +33,7 @@ from topologies.spec import (
     is_safe_name,
     name_from_path,
     one_line_error,
+    parse_yaml,
     read_yaml,
 )
 
@@ -56,6 +57,7 @@ __all__ = [
     "name_from_path",
     "one_line_error",
     "parse_spec",
+    "parse_yaml",
     "read_yaml",
 ]
 
