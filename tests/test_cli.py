@@ -86,6 +86,7 @@ def test_doctor_passes_here():
     r = run("doctor")
     assert r.returncode == 0, r.stdout
     assert "ready to emulate" in r.stdout
+    assert "sudo" not in r.stdout  # "as root": a root shell may have no sudo
 
 
 @pytest.mark.root
