@@ -18,7 +18,9 @@ from emulation import datapath
 from emulation.sampler import ovs_process
 from topologies.schema import TopologySpec, fidelity_budget_mbps
 
-SETUP = "run `sudo scripts/setup.sh`"
+#: the fix for whatever set-up installs, said "as root": a root shell (a VM console, a container)
+#: often has no privilege-raising command, and root is all that is needed
+SETUP = "run scripts/setup.sh as root"
 OVS_START = "/usr/share/openvswitch/scripts/ovs-ctl --system-id=random --no-monitor start"
 
 
@@ -81,7 +83,7 @@ def send_buffer_check() -> Check:
 
 def checks() -> list[Check]:
     """Every check, blocking ones first."""
-    out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run with sudo")]
+    out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run testbed as root")]
     for tool, pkg in (
         ("mnexec", "mininet"),
         ("ovs-vsctl", "openvswitch-switch"),
@@ -135,6 +137,17 @@ def checks() -> list[Check]:
                 blocking=False,
             )
         )
+    cc = os.environ.get("CC") or shutil.which("cc")
+    out.append(
+        Check(
+            "C compiler",
+            bool(cc),
+            f"{cc}: builds the shim that keeps TF tasks' gRPC servers on their own address (tfjob/bindshim.py)"
+            if cc
+            else f"no cc: TF tasks cannot start (their gRPC servers would listen on every address): {SETUP}",
+            blocking=False,
+        )
+    )
     in_venv = sys.prefix != sys.base_prefix
     out.append(
         Check("venv", in_venv, sys.prefix if in_venv else f"not running in the project venv: {SETUP}", blocking=False)

@@ -79,8 +79,14 @@ def release_emulator(fd: int) -> None:
     os.close(fd)
 
 
+#: runs this process opened (new_run): the CLI's Ctrl-C line says "torn down" only where one was
+RUNS_OPENED = 0
+
+
 def new_run() -> tuple[str, Path]:
     """A fresh run id and its private folder, owned by this process."""
+    global RUNS_OPENED
+    RUNS_OPENED += 1
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     path = RUN_ROOT / run_id
     path.mkdir(parents=True, exist_ok=True)

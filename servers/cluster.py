@@ -38,6 +38,10 @@ def checkout_expr(checkout: str) -> str:
 class HardwareCluster:
     """The inventory's servers, connected; starts tasks as topology hosts (see tfjob.hosts)."""
 
+    #: tasks started on servers by this process (any cluster): the CLI's Ctrl-C line says they
+    #: were stopped only where there were some
+    tasks_started = 0
+
     def __init__(self, inv: Inventory, placements: dict[str, Placement], accept_new_host_key: bool = False) -> None:
         self.inv = inv
         self.placements = placements
@@ -97,6 +101,7 @@ class HardwareCluster:
         command = f"cd {shlex.quote(self.checkouts[server.name])} && exec {shlex.join(remote)}"
         proc = SSHProcess(self.clients[server.name], command, f"{host} on {server.name}")
         self.procs.append(proc)
+        HardwareCluster.tasks_started += 1
         self._server_of[id(proc)] = server.name
         LOG.debug("%s: started on %s (remote pid %s)", host, server.name, proc.pid)
         return proc

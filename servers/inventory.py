@@ -20,8 +20,9 @@ The topology file stays the model of the real network (runs.predict reads it as 
 emulated run); the inventory only says where each of the experiment's hosts runs. Hosts without
 `as` are given the remaining topology hosts by role, in order (PSs first, then workers), each
 server filling its capacity before the next. Tasks that share a server listen on consecutive
-ports from PS_PORT (TensorFlow listens on every address of the server at its port; the cluster
-spec names the data-plane address, so the job's traffic takes the data-plane network).
+ports from PS_PORT, on the server's data-plane address only (TensorFlow would take every address
+at its port; tfjob.bindshim keeps it to the address the cluster spec names), so the job's
+traffic takes the data-plane network and the management network reaches no task.
 """
 
 from __future__ import annotations

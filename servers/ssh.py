@@ -5,9 +5,17 @@ It sits in the core so that both `testbed remote` (drive a testbed VM) and a fut
 (job processes on real servers, started from workloads/) can use it.
 
 Security choices: host keys are checked against known_hosts and an unknown key is refused unless
-the caller accepts new keys explicitly (a changed key is always refused); keys come from a file or
-from ssh-agent and the default key files, never a password; names read from the remote side are
-single safe path components before they become local paths.
+the caller accepts new keys explicitly (a changed key is always refused, and so is a key marked
+@revoked); keys come from a file or from ssh-agent and the default key files, never a password;
+names read from the remote side are single safe path components before they become local paths.
+
+~/.ssh/config is read with paramiko's SSHConfig, as OpenSSH reads it for these keywords: HostName,
+Port, User, IdentityFile, ProxyJump (each hop's own config applies; the target is reached through
+a direct-tcpip channel of the last hop) and ServerAliveInterval (the keepalive of connections that
+stay open through an hour-long replay; KEEPALIVE_S when not set). ProxyCommand is refused in one
+line. known_hosts is read line by line here rather than by paramiko's HostKeys.load, which stops
+at the first `@cert-authority` line; a new key is appended as one line, never by paramiko's
+save_host_keys, which rewrites the file without its comments, markers and unknown key types.
 """
 
 from __future__ import annotations
@@ -27,10 +35,17 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 import paramiko
+from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
 from topologies.schema import is_safe_name
 
 LOG = logging.getLogger(__name__)
+#: seconds of silence after which a connection sends a keepalive (OpenSSH's ServerAliveInterval;
+#: ~/.ssh/config's value wins): NAT and firewall state expire on idle TCP connections, and a
+#: replay keeps its connection open for an hour or more
+KEEPALIVE_S = 30.0
+#: ProxyJump hops followed before a chain is taken for a loop in the config
+MAX_JUMPS = 8
 #: what the user's Ctrl-C becomes in the remote pty: the line discipline turns it into SIGINT for
 #: the command's foreground process group, as if the user had pressed Ctrl-C there
 INTERRUPT = b"\x03"
@@ -52,26 +67,74 @@ class Endpoint:
     accept_new_host_key: bool = False
     timeout_s: float = 10.0
     ssh_config: Path = Path("~/.ssh/config")
+    #: "[user@]host[:port],..." as ProxyJump takes it; None: the config's, if any
+    proxy_jump: str | None = None
+    keepalive_s: float | None = None
 
     def resolved(self) -> Endpoint:
         """This endpoint with what ~/.ssh/config says for its host (HostName, Port, User,
-        IdentityFile) filled in where the caller gave nothing, so `Host` aliases work as with ssh."""
+        IdentityFile, ProxyJump, ServerAliveInterval) filled in where the caller gave nothing, so
+        `Host` aliases work as with ssh; SSHError for what is not supported (ProxyCommand)."""
         cfg_path = self.ssh_config.expanduser()
-        cfg = paramiko.SSHConfig.from_path(str(cfg_path)).lookup(self.host) if cfg_path.is_file() else {}
+        try:
+            cfg = paramiko.SSHConfig.from_path(str(cfg_path)).lookup(self.host) if cfg_path.is_file() else {}
+        except (OSError, ValueError, paramiko.SSHException) as err:
+            raise SSHError(f"{cfg_path}: cannot read it ({_one_line(err)}); fix it or pass --ssh-config") from None
+        if cfg.get("proxycommand", "none").lower() != "none":
+            raise SSHError(
+                f"{cfg_path}: Host {self.host}: ProxyCommand is not supported; write the hop as ProxyJump "
+                "[user@]host[:port] instead"
+            )
         key = self.key
         if key is None and cfg.get("identityfile"):
             first = Path(cfg["identityfile"][0]).expanduser()
             key = first if first.exists() else None  # OpenSSH also skips a missing default IdentityFile
+        jump = self.proxy_jump if self.proxy_jump is not None else cfg.get("proxyjump")
+        try:
+            port = self.port or int(cfg.get("port", 22))
+            alive = self.keepalive_s or float(cfg.get("serveraliveinterval", KEEPALIVE_S))
+        except ValueError as err:
+            raise SSHError(f"{cfg_path}: Host {self.host}: {_one_line(err)}; give a number") from None
         return Endpoint(
             host=cfg.get("hostname", self.host),
-            port=self.port or int(cfg.get("port", 22)),
+            port=port,
             user=self.user or cfg.get("user") or _local_user(),
             key=key,
             known_hosts=self.known_hosts,
             accept_new_host_key=self.accept_new_host_key,
             timeout_s=self.timeout_s,
             ssh_config=self.ssh_config,
+            proxy_jump=None if jump is None or jump.lower() == "none" else jump,
+            keepalive_s=alive,
         )
+
+    def hop(self, spec: str, jumps: str | None) -> Endpoint:
+        """The ProxyJump hop `spec` ([user@]host[:port]) as an endpoint, resolved through the same
+        config (its own ProxyJump too, unless `jumps` says which hops come before it), with this
+        endpoint's known_hosts, host key policy and timeout."""
+        user, _, hostport = spec.rpartition("@")
+        host, port = hostport, None
+        if hostport.startswith("["):  # [v6-address]:port
+            host, _, rest = hostport[1:].partition("]")
+            port = rest[1:] or None
+        elif hostport.count(":") == 1:
+            host, port = hostport.split(":")
+        if not host:
+            raise SSHError(f"ProxyJump {spec!r}: no host; write [user@]host[:port]")
+        try:
+            port_no = int(port) if port else None
+        except ValueError:
+            raise SSHError(f"ProxyJump {spec!r}: port {port!r} is not a number; write [user@]host[:port]") from None
+        return Endpoint(
+            host=host,
+            port=port_no,
+            user=user or None,
+            known_hosts=self.known_hosts,
+            accept_new_host_key=self.accept_new_host_key,
+            timeout_s=self.timeout_s,
+            ssh_config=self.ssh_config,
+            proxy_jump=jumps,
+        ).resolved()
 
     @property
     def label(self) -> str:
@@ -98,22 +161,135 @@ class _RefuseUnknown(paramiko.MissingHostKeyPolicy):
         )
 
 
-def connect(endpoint: Endpoint) -> paramiko.SSHClient:
-    """A logged-in client, or SSHError naming the host and the fix. `endpoint` should be resolved()."""
+class _AppendNew(paramiko.MissingHostKeyPolicy):
+    """Trust a host key not yet known (--accept-new-host-key) and add it to known_hosts as one
+    appended line, as OpenSSH's StrictHostKeyChecking=accept-new does: every line already there
+    (comments, @cert-authority and @revoked lines, hashed names, key types paramiko cannot read)
+    stays byte for byte."""
+
+    def __init__(self, known_hosts: Path, revoked: list[paramiko.PKey]) -> None:
+        self.known_hosts = known_hosts
+        self.revoked = revoked
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        _refuse_revoked(hostname, key, self.revoked, self.known_hosts)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with self.known_hosts.open("ab") as f:  # O_APPEND: one write at the end, nothing rewritten
+            if f.tell() > 0 and not _ends_with_newline(self.known_hosts):
+                line = "\n" + line
+            f.write(line.encode())
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        LOG.warning("%s: new host key %s %s added to %s", hostname, key.get_name(), key.fingerprint, self.known_hosts)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def load_known_hosts(keys: paramiko.HostKeys, path: Path) -> list[paramiko.PKey]:
+    """Add the plain and hashed host lines of an OpenSSH known_hosts file to `keys`; returns the
+    keys of its @revoked lines. Comments, @cert-authority lines (paramiko checks no host
+    certificates: such a host is unknown here) and lines paramiko cannot parse (key types it does
+    not know) are skipped, not fatal: paramiko's own HostKeys.load raises on the first marker."""
+    revoked: list[paramiko.PKey] = []
+    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        marker = ""
+        if line.startswith("@"):
+            marker, _, line = line.partition(" ")
+            line = line.strip()
+            if marker != "@revoked":
+                continue
+        try:
+            entry = HostKeyEntry.from_line(line, lineno)
+        except (InvalidHostKey, ValueError, paramiko.SSHException):
+            entry = None
+        if entry is None:
+            LOG.debug("%s:%d: skipped (not a host key paramiko reads)", path, lineno)
+            continue
+        if marker == "@revoked":
+            revoked.append(entry.key)
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
+    return revoked
+
+
+def _refuse_revoked(hostname: str, key: paramiko.PKey, revoked: list[paramiko.PKey], known: Path) -> None:
+    if any(key == r for r in revoked):
+        raise SSHError(
+            f"{hostname}: host key {key.get_name()} {key.fingerprint} is marked @revoked in {known}: refused; ask "
+            "that machine's administrator for its new key"
+        )
+
+
+class _Client(paramiko.SSHClient):
+    """An SSHClient that also closes the jump hosts' connections it was reached through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jumps: list[paramiko.SSHClient] = []
+
+    def close(self) -> None:
+        super().close()
+        for j in reversed(self.jumps):
+            j.close()
+        self.jumps.clear()
+
+
+def connect(endpoint: Endpoint, _hops: int = 0) -> paramiko.SSHClient:
+    """A logged-in client, or SSHError naming the host and the fix. `endpoint` should be resolved().
+    Through ProxyJump: the last hop is connected first (itself through the hops before it, or its
+    own ProxyJump), and the target reached over a direct-tcpip channel of that connection."""
     ep = endpoint
     if ep.key is not None and not ep.key.expanduser().is_file():
         raise SSHError(f"--key {ep.key}: no such file; give the private key's path")
+    if _hops > MAX_JUMPS:
+        raise SSHError(f"{ep.host}: ProxyJump chain longer than {MAX_JUMPS} hops; is there a loop in {ep.ssh_config}?")
+    sock = None
+    jumps: list[paramiko.SSHClient] = []
+    if ep.proxy_jump:
+        hops = [h.strip() for h in ep.proxy_jump.split(",") if h.strip()]
+        before = ",".join(hops[:-1]) or None
+        jump = connect(ep.hop(hops[-1], before), _hops + 1)
+        jumps.append(jump)
+        try:
+            sock = jump.get_transport().open_channel(  # type: ignore[union-attr]
+                "direct-tcpip", (ep.host, ep.port or 22), ("127.0.0.1", 0), timeout=ep.timeout_s
+            )
+        except (paramiko.SSHException, OSError) as err:
+            jump.close()
+            raise SSHError(
+                f"{ep.host}:{ep.port}: unreachable through ProxyJump {hops[-1]} ({_one_line(err)}); check the "
+                "address, and that the jump host may forward (AllowTcpForwarding)"
+            ) from None
+    try:
+        client = _connect_one(ep, sock)
+    except BaseException:
+        for j in jumps:
+            j.close()
+        raise
+    client.jumps = jumps
+    return client
+
+
+def _connect_one(ep: Endpoint, sock: paramiko.Channel | None) -> _Client:
     known = ep.known_hosts.expanduser()
-    client = paramiko.SSHClient()
+    client = _Client()
+    revoked: list[paramiko.PKey] = []
     system = Path("/etc/ssh/ssh_known_hosts")
     if system.is_file():
-        client.load_system_host_keys(str(system))
+        revoked += load_known_hosts(client.get_host_keys(), system)
     if ep.accept_new_host_key and not known.exists():
         known.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         known.touch(mode=0o600)
     if known.exists():
-        client.load_host_keys(str(known))  # AutoAddPolicy saves a new key to this file
-    client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if ep.accept_new_host_key else _RefuseUnknown(known))
+        revoked += load_known_hosts(client.get_host_keys(), known)
+    client.set_missing_host_key_policy(_AppendNew(known, revoked) if ep.accept_new_host_key else _RefuseUnknown(known))
     key = str(ep.key.expanduser()) if ep.key else None
     where = f"{ep.host}:{ep.port}"
     try:
@@ -127,7 +303,12 @@ def connect(endpoint: Endpoint) -> paramiko.SSHClient:
             timeout=ep.timeout_s,
             banner_timeout=ep.timeout_s,
             auth_timeout=ep.timeout_s,
+            sock=sock,
         )
+        transport = client.get_transport()
+        if transport is not None:
+            _refuse_revoked(where, transport.get_remote_server_key(), revoked, known)
+            transport.set_keepalive(int(max(1, round(ep.keepalive_s or KEEPALIVE_S))))
     except SSHError:
         client.close()
         raise
@@ -158,7 +339,7 @@ def connect(endpoint: Endpoint) -> paramiko.SSHClient:
         client.close()
         why = _why_unreachable(err)
         raise SSHError(f"{where}: unreachable ({why}); check the address and port, and that sshd runs there") from None
-    LOG.debug("connected to %s as %s", where, ep.user)
+    LOG.debug("connected to %s as %s%s", where, ep.user, f" through {ep.proxy_jump}" if ep.proxy_jump else "")
     return client
 
 

@@ -1,22 +1,33 @@
 """`testbed`: the command line. Every failure a user can cause ends in one line, never a traceback.
 
-testbed doctor                  what this machine has and lacks
-testbed clean [--all]           remove leftovers of crashed runs (only this testbed's)
-testbed topo show FILE          nodes, links, rates, addresses, circuit map, PNG drawing
-testbed topo check FILE         build, route, measure; table of verdicts; exit 1 on a FAIL
-testbed topo up FILE            bring it up and drop into Mininet's CLI
-testbed remote HOST COMMAND     run, replay, topo check/show, doctor or setup on another machine over SSH
-testbed run EXP --hosts INV     the experiment's job on real servers (hardware mode)
-testbed compare RUN_A RUN_B     two runs side by side (emulated vs real)
+testbed doctor                      what this machine has and lacks
+testbed clean [--all]               remove leftovers of crashed runs (only this testbed's)
+testbed topo show FILE              nodes, links, rates, addresses, circuit map, PNG drawing
+testbed topo check FILE             build, route, measure; table of verdicts; exit 1 on a FAIL
+testbed topo up FILE                bring it up and drop into Mininet's CLI
+testbed run EXP                     an experiment file: network + TF PS or scheme job, results/NAME/
+testbed run EXP --hosts INV         the experiment's job on real servers (hardware mode)
+testbed compare RUN_A RUN_B         two runs side by side (emulated vs real)
+testbed replay FIG|GROUP            a paper's figure (sweep, plot, report, claims judged)
+testbed matrix [FILE]               every topology x scheme cell at one rate: table + heat map
+testbed bct FILE                    the paper's BCT model for a topology file (builds nothing)
+testbed simulate EXP                an experiment's network part on the SimGrid flow model
+testbed remote HOST COMMAND         run, replay, topo check/show, doctor or setup on another machine over SSH
+
+Global options (-v, --strict) go before or after the subcommand. Exit codes: EXIT_CODES below
+(0 ok, 1 the run failed, 2 usage or input, 3 with --strict: ran but not faithful or a claim did
+not hold, 130 interrupted). Paths: PATHS below, the same for every command.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +38,8 @@ from emulation.hostcmd import CommandError
 from schemes import registry as scheme_registry
 from servers.ssh import SSHError
 from topologies.schema import InputError
-from workloads.errors import RunError
+from workloads.errors import RunError, Unrecoverable
+from workloads.experiment import PAPER_MODEL_BYTES
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -37,7 +49,23 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
 #: timeline errors are all InputError)
-USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, RunError, SSHError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, SSHError)
+#: a run that started and failed (a TF task crashed, the job stalled, a PS failed with no standby):
+#: one line, exit code 1
+RUN_ERRORS = (RunError, Unrecoverable)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FAITHFUL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    done (and with --strict: every run faithful, every claim held)
+  {EXIT_FAILED}    the run failed: a TF task crashed or stalled, the job could not go on; or a doctor or
+       topo check check failed; or an unexpected error (-v shows its traceback)
+  {EXIT_USAGE}    usage or input: a mistyped command, a bad file (one line names file, field and fix)
+  {EXIT_NOT_FAITHFUL}    with --strict only: it ran, but a run was not faithful (the emulator could not hold
+       its rates) or a paper's claim did not hold
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM); whatever was built was torn down"""
+PATHS = """paths: a FILE argument is read from the current directory or, when it is not there, from
+this checkout, so topologies/psnet-testbed.yaml works from anywhere. What the testbed writes
+(runs, replays, matrices, drawings) goes to the checkout's results/ unless you name the path
+(--png, remote --results). This checkout: {repo}"""
 
 
 def cmd_doctor(_args: argparse.Namespace) -> int:
@@ -68,7 +96,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     net = load_network(args.file)
     print(describe(net))
-    png = Path(args.png) if args.png else Path("results") / "topologies" / f"{net.name}.png"
+    png = Path(args.png) if args.png else REPO_DIR / "results" / "topologies" / f"{net.name}.png"
     if args.png != "":
         draw(net, png)
         print(f"drawing: {png}")
@@ -111,13 +139,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if hosts is not None:
         from servers.hardware import run_hardware_experiment
 
-        res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=not args.no_progress)
+        res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=progress_on(args))
     else:
-        res = run_experiment(args.experiment, progress=not args.no_progress)
+        res = run_experiment(args.experiment, progress=progress_on(args))
     s = res.summary
     if s.get("scheme"):
         _print_scheme_run(s, res.out_dir)
-        return 0
+        return strict_code(args, _run_shortfalls(s))
     b, pred = s["bct_s"], s["predicted"]
     print(
         f"{s['name']}: {s['model']} W={s['workers']} P={s['ps']} BS={s['batch_size']} scale {s['scale']:g}, "
@@ -151,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if s.get("timeline"):
         _print_timeline(s["timeline"])
     print(f"  results       {res.out_dir}")
-    return 0
+    return strict_code(args, _run_shortfalls(s))
 
 
 def _print_hardware(s: dict) -> None:
@@ -294,10 +322,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     group = figure.group_names(args.figure)
     names = group if group is not None else [args.figure]
     models = figure.figure_names("model")
+    shortfalls: list[str] = []
     for name in names:
         if name in models:  # Figs. 6-7: analytic + flow model, no emulation (saved points are reused)
             out = replay_model_figure(name, quick=args.quick, fresh=args.fresh)
             print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
+            shortfalls += _report_shortfalls(name, out)
             continue
         if args.report_only:
             from runs.predict import repredict
@@ -320,10 +350,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 quick=args.quick,
                 repeat=args.repeat,
                 fresh=args.fresh,
-                progress=not args.no_progress,
+                progress=progress_on(args),
                 repeat_as=args.repeat_as,
             )
         print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
+        shortfalls += _report_shortfalls(name, out)
         headline = speedup_table(out)
         if headline:
             print(headline)
@@ -331,18 +362,116 @@ def cmd_replay(args: argparse.Namespace) -> int:
         from replays.report import overview
 
         print(overview(figure.REPO / "results", [n for n in names if n not in models]))
-    return 0
+    return strict_code(args, shortfalls)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     from replays.matrix import run_matrix
     from replays.matrix_report import write_matrix_report
 
-    only, progress = args.report_only, not args.no_progress
+    only, progress = args.report_only, progress_on(args)
     run = run_matrix(Path(args.file), args.quick, args.repeat, args.fresh, progress=progress, report_only=only)
-    write_matrix_report(run)
+    rep = write_matrix_report(run)
     print(f"{run.fig.figure}: {run.out / 'matrix.md'}  {run.out / (run.spec.matrix + '.png')}")
-    return 0
+    return strict_code(
+        args, [f"{run.fig.figure}: {c.label} x {c.scheme} not faithful" for c in rep.cells if c.faithful is False]
+    )
+
+
+# --- exit codes, progress, paths ---------------------------------------------------------------------
+def strict_code(args: argparse.Namespace, shortfalls: list[str]) -> int:
+    """EXIT_NOT_FAITHFUL with --strict when something ran but did not stand (one line says what),
+    else EXIT_OK: without --strict an unfaithful run is reported, not an error."""
+    if not shortfalls or not getattr(args, "strict", False):
+        return EXIT_OK
+    more = f" (and {len(shortfalls) - 1} more)" if len(shortfalls) > 1 else ""
+    print(f"testbed: --strict: {shortfalls[0]}{more}", file=sys.stderr)
+    return EXIT_NOT_FAITHFUL
+
+
+def _run_shortfalls(s: dict) -> list[str]:
+    """An emulated run whose fidelity verdict is not faithful (a hardware run has none to fail)."""
+    f = s.get("fidelity") or {}
+    return [f"{s.get('name', 'run')}: NOT faithful: {f.get('reason', '?')}"] if f.get("faithful") is False else []
+
+
+def _report_shortfalls(name: str, out: Path) -> list[str]:
+    """A figure's points that were not faithful and claims that did not hold, from its report.json
+    (an emulated figure's replays.report or a model figure's replays.modelfig_report)."""
+    try:
+        rep = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError):
+        return [f"{name}: no report.json in {out}"]
+    bad = [f"{name}: point {p.get('id')} not faithful" for p in rep.get("points", []) if p.get("faithful") is False]
+    for c in rep.get("claims", []):
+        if str(c.get("verdict", "")).startswith("does NOT hold"):
+            bad.append(f"{name}: claim {c.get('label') or c.get('text')!r} does NOT hold")
+    return bad
+
+
+def progress_on(args: argparse.Namespace) -> bool:
+    """Progress bars unless --no-progress, and only where they draw on a terminal (tqdm writes to
+    stderr): a log file or a pipe gets no carriage-return redraws."""
+    return not getattr(args, "no_progress", False) and sys.stderr.isatty()
+
+
+#: the arguments of each command that name files to read (see PATHS)
+_INPUTS = ("file", "experiment", "hosts")
+
+
+def resolve_inputs(args: argparse.Namespace) -> None:
+    """Apply PATHS to `args`: a relative input path missing from the current directory but present
+    in the checkout is taken from the checkout. One rule for every command, so `topo show` and
+    `run` agree on where `topologies/x.yaml` is."""
+    for name in _INPUTS:
+        value = getattr(args, name, None)
+        if not value or Path(value).is_absolute() or Path(value).exists():
+            continue
+        if (REPO_DIR / value).exists():
+            setattr(args, name, str(REPO_DIR / value))
+
+
+def version() -> str:
+    """`testbed --version`: the package's version and, in a git checkout, its commit."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        v = dist_version("psnet-testbed")
+    except PackageNotFoundError:
+        v = "unknown"
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_DIR), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"testbed {v}" + (f" (commit {commit})" if commit else "") + f" at {REPO_DIR}"
+
+
+class _Version(argparse.Action):
+    """--version, worked out only when asked (it runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **_kw: object) -> None:
+        super().__init__(
+            option_strings, argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kw: object) -> None:
+        print(version())
+        parser.exit()
+
+
+def interrupted_line() -> str:
+    """What Ctrl-C prints: "torn down" only where this process built something (an emulation,
+    tasks on real servers); an interrupt while reading files or computing a model built nothing."""
+    registry = sys.modules.get("emulation.registry")
+    cluster = sys.modules.get("servers.cluster")
+    if registry is not None and getattr(registry, "RUNS_OPENED", 0):
+        return "testbed: interrupted; everything was torn down"
+    if cluster is not None and getattr(cluster.HardwareCluster, "tasks_started", 0):
+        return "testbed: interrupted; every task started on the servers was stopped"
+    return "testbed: interrupted (nothing had been built)"
 
 
 def speedup_table(out: Path) -> str:
@@ -397,9 +526,9 @@ def cmd_remote(args: argparse.Namespace) -> int:
     from servers.ssh import Endpoint
     from testbed.remote import COMMANDS, Options, parse_env, plan, run_remote, split_argv
 
-    if not args.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
-        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    options = _remote_options(argparse.ArgumentParser(prog=f"testbed remote {args.host}"))
+    options = _remote_options(
+        argparse.ArgumentParser(prog=f"testbed remote {args.host}", parents=[global_options(defaults=False)])
+    )
     value_options = {s for a in options._actions if a.nargs != 0 for s in a.option_strings}
     opt_words, words = split_argv(args.remote_command, value_options)
     options.parse_args(opt_words, namespace=args)
@@ -414,7 +543,11 @@ def cmd_remote(args: argparse.Namespace) -> int:
         ns = argparse.Namespace(command="setup")
     else:
         ns = build_parser().parse_args(words)
-    ns.verbose = args.verbose
+        resolve_inputs(ns)
+    ns.verbose = args.verbose or getattr(ns, "verbose", False)  # -v before HOST, after it, or after the command
+    ns.strict = args.strict or getattr(ns, "strict", False)
+    if not ns.verbose:  # paramiko logs transport failures with tracebacks; ours is the one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     endpoint = Endpoint(
         host=args.host,
         port=args.port,
@@ -452,39 +585,67 @@ def _remote_options(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def global_options(defaults: bool) -> argparse.ArgumentParser:
+    """The options every command takes, before or after its name (`testbed -v run X` and
+    `testbed run X -v`). The main parser sets the defaults; each subcommand's copy leaves an
+    option out of the namespace unless given (SUPPRESS), so it never resets what came first."""
+    g = argparse.ArgumentParser(add_help=False)
+    unset = {} if defaults else {"default": argparse.SUPPRESS}
+    g.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging, and tracebacks of unexpected errors", **unset
+    )
+    g.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {EXIT_NOT_FAITHFUL} when a run was not faithful or a paper's claim did not hold (run, replay, "
+        "matrix)",
+        **unset,
+    )
+    return g
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="testbed", description="PSNet/FatTree/BCube emulation testbed")
-    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    common = [global_options(defaults=False)]
+    p = argparse.ArgumentParser(
+        prog="testbed",
+        description="PSNet/FatTree/BCube emulation testbed",
+        epilog=EXIT_CODES + "\n\n" + PATHS.format(repo=REPO_DIR),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[global_options(defaults=True)],
+    )
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="check this machine").set_defaults(func=cmd_doctor)
-    c = sub.add_parser("clean", help="remove leftovers of crashed runs")
+
+    def command(parent: argparse._SubParsersAction, name: str, **kw: object) -> argparse.ArgumentParser:
+        return parent.add_parser(name, parents=common, **kw)  # type: ignore[arg-type]
+
+    command(sub, "doctor", help="check this machine").set_defaults(func=cmd_doctor)
+    c = command(sub, "clean", help="remove leftovers of crashed runs")
     c.add_argument("--all", action="store_true", help="also runs whose owner process is alive")
     c.set_defaults(func=cmd_clean)
-    topo = sub.add_parser("topo", help="topology files").add_subparsers(dest="topo_command", required=True)
-    s = topo.add_parser("show", help="describe a topology file (no root needed)")
+    topo = command(sub, "topo", help="topology files").add_subparsers(dest="topo_command", required=True)
+    s = command(topo, "show", help="describe a topology file (no root needed)")
     s.add_argument("file")
     s.add_argument("--png", default=None, help="where to draw it (default results/topologies/NAME.png; '' = none)")
     s.set_defaults(func=cmd_show)
-    k = topo.add_parser("check", help="bring up, route, measure, print verdicts")
+    k = command(topo, "check", help="bring up, route, measure, print verdicts")
     k.add_argument("file")
     k.add_argument("--iperf-seconds", type=float, default=3.0, help="length of the shaping probe (0 = skip)")
     k.set_defaults(func=cmd_check)
-    u = topo.add_parser("up", help="bring up (and open Mininet's CLI with --cli)")
+    u = command(topo, "up", help="bring up (and open Mininet's CLI with --cli)")
     u.add_argument("file")
     u.add_argument("--cli", action="store_true", help="drop into Mininet's CLI (else stay up until Ctrl-C)")
     u.set_defaults(func=cmd_up)
-    r = sub.add_parser("run", help="run an experiment file (network + TF job), write results/NAME/")
+    r = command(sub, "run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
     r.set_defaults(func=cmd_run)
-    cp = sub.add_parser("compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
+    cp = command(sub, "compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
     cp.add_argument("run_a", help="a results folder, or a run name under results/")
     cp.add_argument("run_b")
     cp.set_defaults(func=cmd_compare)
-    rp = sub.add_parser(
-        "replay", help="replay a figure (fig1 ... fig13, rat-fig6, hips-table3, ...) or a group of them"
-    )
+    rp = command(sub, "replay", help="replay a figure (fig1 ... fig13, rat-fig6, hips-table3, ...) or a group of them")
     rp.add_argument(
         "figure",
         help="a figure file's name (workloads/figures/NAME.yaml), or a group: psnet (the PSNet paper's Figs. 1, "
@@ -505,26 +666,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="recompute the model, redraw plot and report from saved results (no run)",
     )
-    rp.add_argument("--no-progress", action="store_true")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     rp.set_defaults(func=cmd_replay)
-    mx = sub.add_parser("matrix", help="every topology x scheme cell at one rate: table + heat map")
-    mx.add_argument("file", nargs="?", default="workloads/matrix/matrix.yaml")
+    mx = command(sub, "matrix", help="every topology x scheme cell at one rate: table + heat map")
+    mx.add_argument(
+        "file", nargs="?", default="workloads/matrix/matrix.yaml", help="a matrix file (default: %(default)s)"
+    )
     mx.add_argument("--quick", action="store_true", help="the file's few-cell subset (~2-3 min)")
     mx.add_argument("--repeat", type=int, default=None, help="runs per cell (default: the file's)")
     mx.add_argument("--fresh", action="store_true", help="rerun cells already finished")
     mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
-    mx.add_argument("--no-progress", action="store_true")
+    mx.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     mx.set_defaults(func=cmd_matrix)
-    b = sub.add_parser("bct", help="the paper's BCT model for a topology file (builds nothing)")
+    b = command(sub, "bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
-    b.add_argument("--model", default="vgg16", choices=["vgg16", "resnet50", "resnet110", "tiny"])
+    b.add_argument("--model", default="vgg16", choices=sorted(PAPER_MODEL_BYTES), help="default: %(default)s")
     b.add_argument("--model-bytes", type=float, default=None, help="paper-equivalent S (default: the paper's)")
     b.add_argument("--batch-size", type=int, default=1, help="samples per worker step")
     b.add_argument("--p-w", type=float, default=None, help="P_w samples/s per worker (default: calibrated here)")
     b.add_argument("--p-s", type=float, default=None, help="P_s bytes/s per PS (default: calibrated here)")
     b.add_argument("--latency-ms", type=float, default=0.0, help="per-link latency")
     b.set_defaults(func=cmd_bct)
-    sm = sub.add_parser("simulate", help="an experiment's network part on the SimGrid flow model (builds nothing)")
+    sm = command(sub, "simulate", help="an experiment's network part on the SimGrid flow model (builds nothing)")
     sm.add_argument("experiment")
     sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
     sm.add_argument(
@@ -537,7 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--exact", action="store_true", help="exact max-min, without the emulator's stored calibration")
     sm.set_defaults(func=cmd_simulate)
     rm = _remote_options(
-        sub.add_parser(
+        command(
+            sub,
             "remote",
             help="run a command on another machine over SSH: push its files, stream its output, fetch its results",
             description="testbed remote HOST [options] run EXP | replay FIG | topo check FILE | topo show FILE | "
@@ -554,27 +718,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    resolve_inputs(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter hides our output
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     from emulation.net import unwind_on_sigterm
 
     unwind_on_sigterm()  # so `with Testbed` unwinds and tears down on SIGTERM too
     try:
-        return args.func(args)
+        with logging_redirect_tqdm():  # log lines print above a progress bar, not through it
+            return args.func(args)
     except USER_ERRORS as err:
         print(f"testbed: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except RUN_ERRORS as err:
+        if args.verbose:
+            raise
+        print(f"testbed: {err}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        print("testbed: interrupted; everything was torn down", file=sys.stderr)
-        return 130
+        print(interrupted_line(), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as err:  # TestbedError and friends: one line, details with -v
         if args.verbose:
             raise
         print(f"testbed: {type(err).__name__}: {err} (run with -v for details)", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -73,7 +73,8 @@ class Plan:
 
 def plan(ns: argparse.Namespace) -> Plan:
     """What `ns` (a parsed testbed command, see testbed.cli) needs on the remote side."""
-    verbose = ["-v"] if getattr(ns, "verbose", False) else []
+    verbose = ["-v"] if getattr(ns, "verbose", False) else []  # the global options, forwarded
+    verbose += ["--strict"] if getattr(ns, "strict", False) else []
     if ns.command == "setup":
         return Plan(argv=["bash", "scripts/setup.sh"], needs_venv=False)
     if ns.command == "doctor":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,6 +86,7 @@ def test_doctor_passes_here():
     r = run("doctor")
     assert r.returncode == 0, r.stdout
     assert "ready to emulate" in r.stdout
+    assert "sudo" not in r.stdout  # "as root": a root shell may have no sudo
 
 
 @pytest.mark.root
@@ -103,14 +106,19 @@ def test_sigterm_tears_down(no_leftovers, bridges):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while not bridges() and time.monotonic() < deadline:
+    from emulation import registry
+
+    def built() -> bool:  # a bridge of this run: another emulation's would not do (it says so when nothing was)
+        return any(f"(pid {p.pid}," in registry.bridge_owner(b) for b in bridges())
+
+    deadline = time.monotonic() + float(os.environ.get("PSNET_LOCK_WAIT_S", "0")) + 60
+    while not built() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.1)
     time.sleep(1.0)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert "torn down" in err
+    assert err.endswith("testbed: interrupted; everything was torn down\n"), err
 
 
 @pytest.mark.root
@@ -171,3 +179,204 @@ def test_mininet_mn_builds_the_model_topology(no_leftovers):
     assert p.returncode == 0, err
     assert "*** Adding hosts:\nps1_1 w1_1_1 w1_1_2" in err
     assert "(w1_1_1, ecs1) (w1_1_2, ecs1)" in err and "*** Stopping 3 switches" in err
+
+
+# --- conventions: global options, version, exit codes, paths, help -----------------------------
+
+
+def run_in(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The CLI of this checkout started from another directory (PYTHONPATH: this checkout's code)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([*TESTBED, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize("where", [("-v", "--strict"), ("--strict",), ()])
+def test_global_options_go_after_the_subcommand_too(where):
+    """`testbed run X -v` was "unrecognized arguments", while errors said "run with -v"."""
+    r = run("run", "nosuch.yaml", *where)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == "testbed: nosuch.yaml: cannot read the file (No such file or directory); check the path\n"
+    r = run("-v", "topo", "show", "topologies/psnet-1tor.yaml", "--png", "", *where)
+    assert r.returncode == 0 and "psnet-1tor" in r.stdout, r.stderr
+    r = run("topo", "-v", "show", "topologies/psnet-1tor.yaml", "--png", "")
+    assert r.returncode == 0, r.stderr
+
+
+def test_verbose_after_the_subcommand_turns_on_debug_logging():
+    """-v after the command reaches the logging set-up: the calibration cache's DEBUG line."""
+    bct = ("bct", "topologies/psnet-testbed.yaml", "--model", "tiny")
+    quiet = run(*bct, timeout=300)  # calibrates once on a fresh machine (TensorFlow, ~15 s), then cached
+    assert quiet.returncode == 0 and "DEBUG" not in quiet.stderr, quiet.stderr
+    loud = run(*bct, "-v")
+    assert loud.returncode == 0, loud.stderr
+    assert "DEBUG tfjob.calibrate: calibration cache hit tiny@" in loud.stderr, loud.stderr
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0
+    assert r.stdout.startswith("testbed 0.1.0") and f"at {ROOT}" in r.stdout, r.stdout
+
+
+def test_help_documents_exit_codes_and_the_path_rule():
+    r = run("--help")
+    assert r.returncode == 0
+    for line in [
+        "exit codes:",
+        "  0    done",
+        "  1    the run failed",
+        "  2    usage or input",
+        "  3    with --strict",
+    ]:
+        assert line in r.stdout, line
+    assert "paths: a FILE argument is read from the current directory or, when it is not there, from" in r.stdout
+
+
+def test_the_module_docstring_lists_every_subcommand():
+    from testbed import cli
+
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    names = []
+    for name, p in sub.choices.items():
+        nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        names += [f"{name} {n}" for n in nested[0].choices] if nested else [name]
+    assert len(names) == 12  # + `run --hosts`: 13 lines
+    listed = [ln.split("  ")[0] for ln in cli.__doc__.splitlines() if ln.startswith("testbed ")]
+    for name in names:
+        assert any(f"testbed {name}" in ln for ln in listed), name
+    assert any("--hosts" in ln for ln in listed)
+
+
+def test_a_file_argument_is_found_from_any_directory_and_drawings_go_to_the_checkout(tmp_path):
+    """`topo show` once read relative paths and wrote its drawing relative to the current
+    directory while runs wrote to the checkout's results/: one rule for every command now."""
+    r = run_in(tmp_path, "topo", "show", "topologies/psnet-1tor.yaml")
+    assert r.returncode == 0, r.stderr
+    assert f"drawing: {ROOT / 'results' / 'topologies' / 'psnet-1tor.png'}" in r.stdout
+    assert not (tmp_path / "results").exists()
+    r = run_in(tmp_path, "bct", "topologies/psnet-testbed.yaml", "--p-w", "10", "--p-s", "1e8")
+    assert r.returncode == 0 and "psnet-testbed: vgg16" in r.stdout, r.stderr
+    (tmp_path / "topologies").mkdir()  # a file of that name here: the current directory wins
+    (tmp_path / "topologies" / "psnet-testbed.yaml").write_text("kind: fattree\nk: 4\nworker_mbps: 100\n")
+    r = run_in(tmp_path, "topo", "show", "topologies/psnet-testbed.yaml", "--png", "")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (
+        r.stderr == "testbed: topologies/psnet-testbed.yaml: workers: required field is missing; add it (see "
+        "topologies/README.md)\n"
+    )
+
+
+def test_bct_takes_every_model_a_job_can_name():
+    r = run("bct", "topologies/psnet-testbed.yaml", "--model", "mnist", "--p-w", "10", "--p-s", "1e8")
+    assert r.returncode == 0, r.stderr
+    assert "psnet-testbed: mnist, S = 4.0 MB" in r.stdout
+
+
+def test_ctrl_c_before_anything_was_built_says_so(tmp_path):
+    """A FIFO with no writer: `topo show` blocks reading it, and nothing has been built."""
+    fifo = tmp_path / "topo.yaml"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([*TESTBED, "topo", "show", str(fifo)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # past the imports, blocked in the read
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 130, err
+    assert err == "testbed: interrupted (nothing had been built)\n"
+
+
+def test_strict_turns_a_claim_that_did_not_hold_into_exit_3(tmp_path):
+    """The model figure's claims hold (exit 0 with --strict); the exit-code rule on that same
+    report.json with one verdict turned (no run can be made to fail fidelity on demand here)."""
+    import json
+
+    from testbed import cli
+
+    r = run("replay", "fig6", "--quick", "--strict", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads((ROOT / "results" / "fig6-quick" / "report.json").read_text())
+    assert rep["claims"] and all(c["verdict"] == "holds" for c in rep["claims"])
+    assert cli._report_shortfalls("fig6", ROOT / "results" / "fig6-quick") == []
+    rep["claims"][0]["verdict"] = "does NOT hold"
+    (tmp_path / "report.json").write_text(json.dumps(rep))
+    short = cli._report_shortfalls("fig6", tmp_path)
+    assert short == [f"fig6: claim {rep['claims'][0]['text']!r} does NOT hold"]
+    assert cli.strict_code(argparse.Namespace(strict=False), short) == cli.EXIT_OK
+    assert cli.strict_code(argparse.Namespace(strict=True), short) == cli.EXIT_NOT_FAITHFUL == 3
+    summary = {"name": "x", "fidelity": {"faithful": False, "reason": "ovs-vswitchd dropped 3 packets"}}
+    assert cli._run_shortfalls(summary) == ["x: NOT faithful: ovs-vswitchd dropped 3 packets"]
+    assert cli._run_shortfalls({"name": "hw", "fidelity": {"faithful": None}}) == []  # hardware: no verdict
+
+
+@pytest.mark.root
+@pytest.mark.tf
+def test_a_run_that_fails_exits_1_and_draws_no_bar_into_a_pipe(tmp_path, no_leftovers):
+    """A job past its deadline is a failed run (exit 1, one line), not a usage error (2, as
+    before); its stderr is a pipe, so no progress bar was drawn into it."""
+    exp = tmp_path / "late.yaml"
+    exp.write_text(
+        f"name: cli-late\ntopology: {ROOT / 'topologies' / 'psnet-1tor.yaml'}\n"
+        "job: {model: tiny, iterations: 100000, deadline_s: 2}\n"
+    )
+    r = run("run", str(exp), timeout=900)
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith("testbed: ") and "deadline" in last, r.stderr
+    assert "\r" not in r.stderr and "steps:" not in r.stderr, r.stderr
+
+
+def in_a_terminal(argv: list[str], timeout: float = 900) -> tuple[int, str]:
+    """Run `argv` with stdout and stderr on a pseudo-terminal of 120 x 40 (a pty without a size
+    makes tqdm draw empty bars); returns (exit code, everything it wrote)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the terminal's last writer is gone
+                    break
+                if not data:
+                    break
+                out += data
+            elif p.poll() is not None:
+                break
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        os.close(master)
+    return p.returncode, out.decode(errors="replace")
+
+
+@pytest.mark.root
+@pytest.mark.tf
+def test_log_lines_print_above_the_progress_bar_in_a_terminal(tmp_path, no_leftovers):
+    """In a terminal the step bar is drawn, and the timeline's INFO lines (runs.inject) start a
+    line of their own: tqdm clears the bar, prints the line, redraws the bar. Before, the line
+    was written straight after the bar's text ("cli-bar steps: 25%|...| 3/12 [...]INFO ...")."""
+    exp = tmp_path / "bar.yaml"
+    exp.write_text(
+        f"name: cli-bar\ntopology: {ROOT / 'topologies' / 'psnet-testbed.yaml'}\n"
+        "job: {model: tiny, iterations: 12, warmup: 1}\ntimeline:\n"
+        "  - {at_step: 3, action: set_rate, link: [ps1_1, t1_1], mbps: 1000}\n"
+        "  - {at_step: 6, action: set_rate, link: [ps1_1, t1_1], mbps: 1000}\n"
+    )
+    code, out = in_a_terminal([*TESTBED, "run", str(exp)])
+    assert code == 0, out[-3000:]
+    assert "cli-bar steps:" in out, out[-3000:]  # a terminal: the bar is on
+    pieces = [p for p in re.split(r"[\r\n]", out) if "INFO runs.inject" in p]
+    assert len(pieces) == 2, out[-3000:]
+    assert all(p.startswith("INFO runs.inject: t0+") for p in pieces), pieces

@@ -42,6 +42,12 @@ def first_event(stdout, event: str) -> dict:
     pytest.fail(f"the task ended without a {event!r} line")
 
 
+def listening(tb: Testbed, host: str) -> set[str]:
+    """The local addresses of the TCP sockets listening inside `host` (`ss -ltn` there)."""
+    out = tb.host(host).cmd("ss -Hltn")
+    return {line.split()[3] for line in out.splitlines() if line.strip()}
+
+
 def test_a_forked_task_runs_as_its_host(no_leftovers):
     with Testbed(TOPO) as tb:
         hosts = MininetHosts(tb)
@@ -60,6 +66,7 @@ def test_a_forked_task_runs_as_its_host(no_leftovers):
         # it listens on the host's emulated address, reached from another host over the network
         probe = f"import socket; socket.create_connection(('{ip}', {PS_PORT}), timeout=5); print('connected')"
         assert tb.host("w1_1_1").cmd(f'{sys.executable} -c "{probe}"').strip().endswith("connected")
+        assert listening(tb, "ps1_1") == {f"{ip}:{PS_PORT}"}  # its address only: TF asked for 0.0.0.0
         assert os.getsid(task.pid) == task.pid  # a session of its own, as mnexec -d gives
         task.kill()
         assert task.wait(timeout=10) == -signal.SIGKILL == task.returncode
@@ -74,6 +81,7 @@ def test_the_old_way_stays_a_switch_away(no_leftovers, monkeypatch):
         task = MininetHosts(tb).popen("ps1_1", ps_argv(f"{ip}:{PS_PORT}"))
         assert isinstance(task, subprocess.Popen)
         assert first_event(task.stdout, "ready")["job"] == "ps"
+        assert listening(tb, "ps1_1") == {f"{ip}:{PS_PORT}"}  # re-exec'd with the bind shim (tfjob.bindshim)
         task.kill()
         task.wait(timeout=10)
 

@@ -260,6 +260,10 @@ def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experim
             time.sleep(0.5)
             worker = any("--job worker" in c for c in servers.extra()[servers.netns[1]])
         assert worker, "the worker on server2 never started"
+        listening = task_listeners(servers, 3)  # 1 PS + 2 workers, each serving gRPC
+        assert len(listening) == 3, listening
+        hosts = {a.rsplit(":", 1)[0] for a in listening}
+        assert hosts == {DATA.format(1), DATA.format(2)}, listening  # data plane only: not *, not management
         time.sleep(2)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
@@ -270,6 +274,21 @@ def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experim
     assert p.returncode == 130, (p.returncode, out, err)
     assert "interrupted" in err
     assert _settle(servers) == {ns: [] for ns in servers.netns}
+
+
+def task_listeners(servers: Servers, tasks: int, timeout_s: float = 120) -> list[str]:
+    """The local addresses of the TF tasks' listening sockets (ports 2222 and up) in the servers'
+    namespaces (`ss -ltn` there), once `tasks` of them listen (or after `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = []
+        for ns in servers.netns:
+            out = sh("ip", "netns", "exec", ns, "ss", "-Hltn", check=False).stdout
+            local = [ln.split()[3] for ln in out.splitlines() if ln.strip()]
+            found += [a for a in local if int(a.rsplit(":", 1)[1]) >= 2222]
+        if len(found) >= tasks or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def test_bad_inventory_and_unreachable_server_are_one_line(servers, experiment, tmp_path):

@@ -207,3 +207,84 @@ def test_a_scheme_job_refuses_fail_ps_but_takes_network_events(tmp_path):
     ]
     exp, _, _ = load_experiment(experiment(tmp_path, job=job, timeline=events))
     assert [e.action for e in exp.timeline] == ["link_down", "pause_senders"]
+
+
+# --- YAML aliases -----------------------------------------------------------------------------
+#: a file whose aliases nest: each level holds ten aliases of the level below (6 levels: 1.1
+#: million values once expanded; every further level multiplies by ten)
+def alias_bomb(levels: int) -> str:
+    lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+LOOPS = {
+    "list": "kind: psnet\ntors: &a [1, *a]\n",
+    "mapping": "kind: psnet\nx: &m {y: [1, {z: *m}]}\n",
+    "merge": "kind: psnet\nx: &m {<<: *m}\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LOOPS))
+def test_an_alias_inside_its_own_anchor_is_one_line(tmp_path, shape):
+    """It once ended in RecursionError (PyYAML builds a list that holds itself; the finite-number
+    walk recursed into it forever)."""
+    path = write(tmp_path / "topo.yaml", LOOPS[shape])
+    msg = one_line(load_spec, path)
+    assert msg.startswith(f"{path}: line 2: alias *") and "a loop); write the values out instead of the alias" in msg
+
+
+def test_aliases_of_aliases_are_refused_before_anything_walks_them(tmp_path):
+    """Six levels took 1.5 s to walk and each level more multiplies that by ten: the expansion is
+    counted on the composed document (each node once) and refused past MAX_YAML_VALUES."""
+    path = write(tmp_path / "topo.yaml", "kind: psnet\n" + alias_bomb(6))
+    assert one_line(load_spec, path) == (
+        f"{path}: line 7: aliases expand the file to 1,234,575 values (at most 100,000; *a4 here to 111,111: "
+        "aliases of aliases multiply); write the values out or nest fewer aliases"
+    )
+    path = write(tmp_path / "topo.yaml", "kind: psnet\n" + alias_bomb(30))  # 10^31 values: still one line
+    assert "aliases expand the file to " in one_line(load_spec, path)
+
+
+def test_aliases_nested_too_deep_and_deep_files_are_one_line(tmp_path):
+    chain = ["a0: &a0 [1]"] + [f"a{i}: &a{i} [*a{i - 1}]" for i in range(1, 60)]
+    path = write(tmp_path / "topo.yaml", "\n".join(chain) + "\n")
+    assert one_line(load_spec, path) == (
+        f"{path}: line 60: alias *a58 nests the file 62 levels deep (at most 50); write the values out or nest "
+        "fewer aliases"
+    )
+    path = write(tmp_path / "topo.yaml", "kind: " + "[" * 600 + "]" * 600 + "\n")  # RecursionError in PyYAML before
+    assert one_line(load_spec, path) == f"{path}: line 1: nested more than 50 levels deep; flatten the file"
+
+
+def test_a_few_plain_aliases_still_load(tmp_path):
+    text = yaml.safe_dump({k: v for k, v in PSNET.items() if k != "workers"}) + "workers: [&two 2, *two, *two]\n"
+    assert load_spec(write(tmp_path / "topo.yaml", text)).workers == [2, 2, 2]
+    exp = write(tmp_path / "exp.yaml", "topology: topo.yaml\njob: {<<: &base {model: tiny}, iterations: 3}\n")
+    job = load_experiment(exp)[0].job
+    assert job is not None and (job.model, job.iterations) == ("tiny", 3)
+
+
+def test_every_kind_of_file_refuses_a_looping_alias(tmp_path, monkeypatch):
+    """Topology, experiment, figure, matrix and inventory files are all read by read_yaml."""
+    from replays import figure
+    from replays.matrix import load_matrix
+    from servers.inventory import load_inventory
+
+    loop = "x: &a [*a]\n"
+    topology(tmp_path)
+    exp = write(tmp_path / "exp.yaml", "topology: topo.yaml\njob: {model: tiny}\n" + loop)
+    matrix = write(tmp_path / "matrix.yaml", loop)
+    inventory = write(tmp_path / "inventory.yaml", loop)
+    (tmp_path / "figs").mkdir()
+    fig = write(tmp_path / "figs" / "figx.yaml", loop)
+    monkeypatch.setattr(figure, "FIGURES", tmp_path / "figs")
+    for call, arg, path in [
+        (load_experiment, exp, exp),
+        (load_matrix, matrix, matrix),
+        (load_inventory, inventory, inventory),
+        (figure.load_figure, "figx", fig),
+    ]:
+        msg = one_line(call, arg)
+        assert msg.startswith(f"{path}: line "), msg
+        assert "alias *a points into the value that holds it" in msg, msg

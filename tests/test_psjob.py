@@ -442,3 +442,24 @@ def test_keras_build_matches_the_count(name, width):
     built = sum(math.prod(v.shape) for v in model.trainable_variables)
     assert built * dnn.BYTES_PER_FLOAT32 == dnn.param_bytes(name, width)
     assert tuple(model.output_shape) == (None, dnn.CLASSES)
+
+
+@pytest.mark.tf
+def test_a_task_listens_on_its_own_address_only(tmp_path):
+    """TensorFlow's server asks for 0.0.0.0; the task's own address (here 127.0.0.2) is all it
+    gets (tfjob.bindshim): another address of the same machine is refused."""
+    import psutil
+
+    port = free_ports(1)[0]
+    cluster = json.dumps({"ps": [f"127.0.0.2:{port}"], "worker": ["127.0.0.1:1"]})
+    with tasks(tmp_path) as launch:
+        ps = launch.start("ps0", cluster, "ps", 0, "--deadline-s", "120")
+        end = time.time() + 60
+        while not any(e["event"] == "ready" for e in ps.events()) and time.time() < end and ps.proc.poll() is None:
+            time.sleep(0.1)
+        assert any(e["event"] == "ready" for e in ps.events()), ps.stderr_tail()
+        listening = {c.laddr for c in psutil.Process(ps.proc.pid).net_connections("tcp") if c.status == "LISTEN"}
+        assert listening == {("127.0.0.2", port)}
+        socket.create_connection(("127.0.0.2", port), timeout=5).close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5)

@@ -501,3 +501,118 @@ def test_replay_plan_pushes_the_figure_and_the_topologies_of_the_points_it_runs(
     assert [rel for _, rel in p.push] == ["workloads/figures/fig10.yaml", *(f"topologies/{t}" for t in sorted(quick))]
     assert all(data == (ROOT / rel).read_bytes() for data, rel in p.push)
     assert p.argv == ["replay", "fig10", "--quick", "--no-progress"] and p.fetch == ["fig10-quick"]
+
+
+# --- known_hosts as OpenSSH keeps it; ~/.ssh/config's ProxyJump and ServerAliveInterval ----------
+
+
+def _pub(path: Path) -> str:
+    """'type base64' of a public key file."""
+    return " ".join(Path(f"{path}.pub").read_text().split()[:2])
+
+
+def test_accepting_a_new_host_key_appends_one_line_and_keeps_every_other_byte(remote, tmp_path):
+    """paramiko's save_host_keys rewrote the whole file: comments, @cert-authority and @revoked
+    lines and key types it cannot parse were gone (and its loader stopped at the first marker)."""
+    ca, old = keygen(tmp_path / "ca"), keygen(tmp_path / "old")
+    plain = tmp_path / "hashed_source"
+    plain.write_text(f"lab1.example {_pub(old)}\n")
+    sh("ssh-keygen", "-q", "-H", "-f", str(plain))
+    kh = tmp_path / "known_hosts"
+    kh.write_bytes(
+        b"# lab machines, kept by hand\n"
+        + f"@cert-authority *.lab.example {_pub(ca)} lab CA\n".encode()
+        + f"@revoked retired.lab.example {_pub(old)}\n".encode()
+        + plain.read_bytes()  # a hashed name
+        + b"sk.example sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29tAAAAIHk=\n"
+        + b"\n#   trailing comment\n"
+    )
+    before = kh.read_bytes()
+    r = remote.run("--accept-new-host-key", "setup", known_hosts=kh)
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = kh.read_bytes()
+    assert after[: len(before)] == before
+    assert after[len(before) :] == f"{HOST_IP} {_pub(remote.host_key)}\n".encode()
+    assert f"{HOST_IP}: new host key ssh-ed25519 {remote.fingerprint} added to {kh}" in r.stderr
+    r = remote.run("setup", known_hosts=kh)  # the appended line is read back, markers and all
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert kh.read_bytes() == after
+
+
+def test_a_host_key_marked_revoked_is_refused_even_when_accepting_new_ones(remote, tmp_path):
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"@revoked * {_pub(remote.host_key)}\n")
+    err = one_line_error(remote.run("--accept-new-host-key", "setup", known_hosts=kh))
+    assert f"host key ssh-ed25519 {remote.fingerprint} is marked @revoked in {kh}: refused" in err
+    assert kh.read_text() == f"@revoked * {_pub(remote.host_key)}\n"  # nothing appended
+
+
+@pytest.fixture(scope="module")
+def inner(remote, tmp_path_factory):
+    """A second sshd inside the remote's namespace, on that namespace's loopback: only a process
+    in the namespace (the remote's sshd, as a jump host) can reach it. It logs at DEBUG1, which
+    names every global request (the keepalives)."""
+    base = tmp_path_factory.mktemp("inner")
+    host_key = keygen(base / "host_key")
+    port = 20000 + os.getpid() % 10000
+    cfg = base / "sshd_config"
+    cfg.write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {host_key}\nPidFile {base / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {remote.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
+        "LogLevel DEBUG1\nSubsystem sftp internal-sftp\n"
+    )
+    log = base / "sshd.log"
+    with log.open("w") as out:
+        p = subprocess.Popen(
+            ["ip", "netns", "exec", remote.netns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 10
+    while "Server listening on 127.0.0.1" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "Server listening on 127.0.0.1" in log.read_text(), log.read_text()[-500:]
+    yield {"port": port, "host_key": host_key, "log": log}
+    p.terminate()
+    p.wait(10)
+
+
+def test_proxy_jump_and_keepalives_from_the_ssh_config(remote, inner, tmp_path):
+    """~/.ssh/config's ProxyJump was ignored (the connection went straight to HostName). Here the
+    target listens where only the jump host reaches it; ServerAliveInterval 1 makes the idle
+    connection (setup sleeps 3 s) send keepalives, which the target's sshd logs."""
+    port = inner["port"]
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host inner\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {remote.key}\n"
+        "  ProxyJump jump\n  ServerAliveInterval 1\n"
+        f"Host jump\n  HostName {HOST_IP}\n  User root\n  IdentityFile {remote.key}\n"
+    )
+    kh = tmp_path / "known_hosts"
+    kh.write_text(remote.known_hosts.read_text() + f"[127.0.0.1]:{port} {_pub(inner['host_key'])}\n")
+    argv = [*TESTBED, "remote", "inner", "--ssh-config", str(cfg), "--known-hosts", str(kh)]
+    argv += ["--path", str(remote.checkout), "--env", "SETUP_SLEEP=3", "setup"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"setup: ran in {remote.checkout}" in r.stdout and "setup: sleeping" in r.stdout
+    log = inner["log"].read_text()
+    assert "Accepted publickey for root from 127.0.0.1" in log  # it came from inside the namespace
+    assert log.count("rtype keepalive@lag.net") >= 2, log[-2000:]
+    chain = tmp_path / "ssh_config_chain"  # the hop as user@address:port
+    chain.write_text(
+        cfg.read_text().replace("ProxyJump jump", f"ProxyJump root@{HOST_IP}:22")
+        + f"Host *\n  IdentityFile {remote.key}\n"
+    )
+    argv[argv.index(str(cfg))] = str(chain)
+    r = subprocess.run(argv[:-3] + ["setup"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_proxy_command_is_refused_in_one_line(remote, tmp_path):
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host viaproxy\n  HostName {HOST_IP}\n  ProxyCommand nc %h %p\n")
+    argv = [*TESTBED, "remote", "viaproxy", "--ssh-config", str(cfg), "--known-hosts", str(remote.known_hosts)]
+    r = subprocess.run([*argv, "doctor"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    err = one_line_error(r)
+    assert f"{cfg}: Host viaproxy: ProxyCommand is not supported; write the hop as ProxyJump" in err

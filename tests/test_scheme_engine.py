@@ -98,3 +98,32 @@ def test_iterations_separate_start_skew_from_the_sync():
     (it,) = run.iterations()
     assert it["sync_s"] == 2.0
     assert it["start_skew_s"] == pytest.approx(0.25) and it["sync_after_last_start_s"] == pytest.approx(1.75)
+
+
+def test_a_host_listens_on_its_own_address_only():
+    """The engine's listener binds the host's address (its emulated one in Mininet, the
+    data-plane one on real servers), never every address: another address of the machine is
+    refused."""
+    import asyncio
+    import socket
+
+    from engine.executor import HostEngine
+
+    sched = compile_scheme("ring", ["a", "b"], N_ELEMS)
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+
+    async def listen() -> set[tuple[str, int]]:
+        engine = HostEngine("a", sched, {"a": ("127.0.0.2", port), "b": ("127.0.0.3", port)})
+        await engine.listen()
+        try:
+            bound = {tuple(sock.getsockname()[:2]) for sock in engine.server.sockets}  # type: ignore[union-attr]
+            socket.create_connection(("127.0.0.2", port), timeout=5).close()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5)
+            return bound
+        finally:
+            await engine.close()
+
+    assert asyncio.run(listen()) == {("127.0.0.2", port)}

@@ -51,7 +51,7 @@ import time
 import traceback
 from typing import IO, Any
 
-from tfjob import tf_rng
+from tfjob import bindshim, tf_rng
 
 #: 0 starts tasks the old way: one interpreter (and one TensorFlow import) each
 ENV_SWITCH = "PSNET_FORKSERVER"
@@ -134,9 +134,16 @@ class ForkServer:
     def __init__(self, builds_graphs: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.owner = os.getpid()
+        try:
+            env = bindshim.with_preload(dict(os.environ))  # every task it forks binds its own address only
+        except bindshim.BindShimError as err:
+            ours.close()
+            theirs.close()
+            raise ForkServerError(str(err)) from None
         self.proc = subprocess.Popen(
             [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid())]
             + ["graphs" if builds_graphs else "plain"],
+            env=env,
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

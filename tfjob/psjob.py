@@ -8,6 +8,9 @@ each on its own emulated host):
 
 - A PS starts a `tf.compat.v1.train.Server`, prints a ready line and serves until killed (or until
   its deadline).
+- Every task's server listens on the task's own address from --cluster only (TF binds 0.0.0.0;
+  tfjob.bindshim turns that into the task's address), never on every address of its machine:
+  the server runs any graph it is sent.
 - A worker builds the whole model in its own graph under `replica_device_setter` (variables on the
   PSs, computation on itself), trains it with SGD wrapped in `SyncReplicasOptimizer` (every global
   step aggregates exactly one gradient from each of the W workers) on synthetic CIFAR-shaped data
@@ -89,7 +92,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulation.env import scrub_proxy_env
-from tfjob import dnn
+from tfjob import bindshim, dnn
 from tfjob.placement import plan_placement
 from tfjob.psjob_config import JobConfig, parse_args
 from tfjob.tf_placement import PlannedStrategy
@@ -172,9 +175,16 @@ def _session_config(cfg: JobConfig) -> Any:
     return config
 
 
+def own_host(cfg: JobConfig) -> str:
+    """This task's address in the cluster spec, without its port (an IPv6 one without brackets)."""
+    address = cfg.cluster.as_dict()[cfg.job][cfg.task]
+    return address.rpartition(":")[0].strip("[]")
+
+
 def _start_server(cfg: JobConfig) -> Any:
     import tensorflow as tf
 
+    bindshim.bind_to(own_host(cfg))  # TF's wildcard listen becomes this address (tfjob.bindshim)
     return tf.compat.v1.train.Server(
         tf.train.ClusterSpec(cfg.cluster.as_dict()),
         job_name=cfg.job,
@@ -530,8 +540,17 @@ def run(cfg: JobConfig, out: Emitter) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The task. With `argv` None it is a process of its own (`python -m tfjob.psjob`), which
+    first re-executes itself with the bind shim preloaded; a task forked by tfjob.forkserver
+    passes its arguments and has the shim from the server already."""
     cfg = parse_args(argv)
     out = Emitter(sys.stdout, cfg.job, cfg.task)
+    if argv is None:
+        try:
+            bindshim.ensure_preloaded()
+        except bindshim.BindShimError as err:
+            out.error(f"BindShimError: {err}")
+            os._exit(EXIT_EXCEPTION)
     timer = start_deadline(out, cfg.deadline_s)
     removed = scrub_proxy_env()  # before TensorFlow, hence gRPC, is imported
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -35,6 +35,7 @@ from topologies.spec import (
     is_safe_name,
     name_from_path,
     one_line_error,
+    parse_yaml,
     read_yaml,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "name_from_path",
     "one_line_error",
     "parse_spec",
+    "parse_yaml",
     "read_yaml",
 ]
 

@@ -109,8 +109,9 @@ def check_finite(data: object, source: str) -> None:
 
 
 def read_yaml(path: str | Path) -> object:
-    """The YAML document in a file; unreadable, non-UTF-8 or malformed files, and infinite or NaN
-    numbers, raise a one-line TopologyError naming the file and where."""
+    """The YAML document in a file; unreadable, non-UTF-8 or malformed files, aliases that loop or
+    expand too far, and infinite or NaN numbers, raise a one-line TopologyError naming the file
+    and where."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -120,14 +121,133 @@ def read_yaml(path: str | Path) -> object:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise TopologyError(f"{p}: {_undecodable_field(raw, err)}: not UTF-8 text; save the file as UTF-8") from None
+    return parse_yaml(text, str(p))
+
+
+def parse_yaml(text: str, source: str) -> object:
+    """The YAML document in `text` (from `source`, named in errors), loaded by `_BoundedLoader`:
+    each problem read_yaml names is one TopologyError line."""
     try:
-        data = yaml.safe_load(text)
+        data = _load_bounded(text)
+    except _AliasProblem as err:
+        raise TopologyError(f"{source}: {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "?"
-        raise TopologyError(f"{p}: {where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax") from None
-    check_finite(data, str(p))
+        raise TopologyError(
+            f"{source}: {where}: not valid YAML ({getattr(err, 'problem', err)}); fix the syntax"
+        ) from None
+    check_finite(data, source)
     return data
+
+
+# ---------------------------------------------------------------- YAML aliases, bounded
+
+#: values (scalars, lists, mappings) a document may hold once every alias is expanded: a shipped
+#: figure file holds ~2,000; ten aliases of ten aliases of ... reach millions in a few lines,
+#: and every later walk (the finite check, pydantic, model_dump) visits each copy
+MAX_YAML_VALUES = 100_000
+#: levels of nesting, aliases expanded (a shipped file has at most 6): deeper is no testbed input,
+#: and Python's recursion limit would end the walk in a RecursionError
+MAX_YAML_DEPTH = 50
+
+
+class _AliasProblem(yaml.YAMLError):
+    """A loop or an expansion past the bounds; the message is what follows `FILE: `."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses, while it composes, an alias to a node that contains it (PyYAML
+    builds that as a self-containing list, on which any walk recurses forever) and nesting past
+    MAX_YAML_DEPTH, and records every alias so `_check_expansion` can size the document before
+    anything walks it. PyYAML has no such bound of its own (its `max_depth`-like options are
+    for the emitter), hence this subclass of its composer's one hook."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open: list[str | None] = []  # anchors of the collections being composed, outermost first
+        self.aliases: list[tuple[str, yaml.Mark, yaml.Node]] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self._open:
+                raise _AliasProblem(
+                    f"line {event.start_mark.line + 1}: alias *{event.anchor} points into the value that holds it "
+                    f"(&{event.anchor}, a loop); write the values out instead of the alias"
+                )
+            node = super().compose_node(parent, index)
+            self.aliases.append((event.anchor, event.start_mark, node))
+            return node
+        event = self.peek_event()
+        if len(self._open) >= MAX_YAML_DEPTH:
+            raise _AliasProblem(
+                f"line {event.start_mark.line + 1}: nested more than {MAX_YAML_DEPTH} levels deep; flatten the file"
+            )
+        self._open.append(getattr(event, "anchor", None))
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open.pop()
+
+
+def _load_bounded(text: str) -> object:
+    """Compose `text`, check what its aliases expand to, then construct it (shared, not copied)."""
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if loader.aliases:
+            _check_expansion(node, loader.aliases)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, aliases: list[tuple[str, yaml.Mark, yaml.Node]]) -> None:
+    """Refuse a document (`root`) whose aliases expand it past MAX_YAML_VALUES values or
+    MAX_YAML_DEPTH levels, naming the alias that expands to the most. Sizes are counted once per node (memoised), so
+    the check takes time in the file's length, not in what it expands to."""
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+
+    def measure(node: yaml.Node) -> None:  # children first, iteratively: no recursion to run out of
+        stack: list[tuple[yaml.Node, bool]] = [(node, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in size:
+                continue
+            kids = _children(n)
+            if ready or not kids:
+                size[id(n)] = 1 + sum(size[id(k)] for k in kids)
+                depth[id(n)] = 1 + max((depth[id(k)] for k in kids), default=0)
+                continue
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+
+    measure(root)
+    anchor, mark, node = max(aliases, key=lambda a: size[id(a[2])])
+    if size[id(root)] > MAX_YAML_VALUES:
+        raise _AliasProblem(
+            f"line {mark.line + 1}: aliases expand the file to {size[id(root)]:,} values (at most "
+            f"{MAX_YAML_VALUES:,}; *{anchor} here to {size[id(node)]:,}: aliases of aliases multiply); write the "
+            "values out or nest fewer aliases"
+        )
+    anchor, mark, node = max(aliases, key=lambda a: depth[id(a[2])])
+    if depth[id(root)] > MAX_YAML_DEPTH:
+        raise _AliasProblem(
+            f"line {mark.line + 1}: alias *{anchor} nests the file {depth[id(root)]} levels deep (at most "
+            f"{MAX_YAML_DEPTH}); write the values out or nest fewer aliases"
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 def _undecodable_field(raw: bytes, err: UnicodeDecodeError) -> str:
@@ -135,7 +255,7 @@ def _undecodable_field(raw: bytes, err: UnicodeDecodeError) -> str:
     line_no = raw[: err.start].count(b"\n") + 1
     line = f"line {line_no} (byte 0x{raw[err.start]:02x})"
     try:
-        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+        data = _load_bounded(raw.decode("utf-8", errors="replace"))
     except yaml.YAMLError:
         return line
     for loc, v in _leaves(data):
