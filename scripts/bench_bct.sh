@@ -3,8 +3,8 @@
 # FatTree prototypes and two adjacent PSNet modules (Eq. 6, its gap explained) at emulated worker
 # rates of 25, 50 and 100 Mbit/s; measured BCT beside the paper's model (BCT_min, BCT_max), the fidelity verdict, TF start-up and memory per process,
 # written to $out/bct.json and $out/bct.md (run results under $out/bct-runs/). Run as root:
-#   sudo scripts/bench_bct.sh            (full: ~10 min for the prototypes, plus the two-module points)
-#   sudo scripts/bench_bct.sh --quick    (reduced: 50 Mbit/s only)
+#   scripts/bench_bct.sh            (full: ~10 min for the prototypes, plus the two-module points)
+#   scripts/bench_bct.sh --quick    (reduced: 50 Mbit/s only)
 # Extra arguments go to `python -m benchmarks.bct` (see --help).
 set -euo pipefail
 

@@ -4,8 +4,8 @@
 # standby PS; every event type in one timeline per run (cable down/up, switch failure/repair,
 # worker re-circuited, rate halved/restored, PS failure). Per event: time to apply, recovery time,
 # BCT overhead, steps lost; written to $out/failures.json and $out/failures.md. Run as root:
-#   sudo scripts/bench_failures.sh            (full, ~15 min)
-#   sudo scripts/bench_failures.sh --quick    (reduced, ~4.5 min: dark 0 only, an event every 3 steps)
+#   scripts/bench_failures.sh            (full, ~15 min)
+#   scripts/bench_failures.sh --quick    (reduced, ~4.5 min: dark 0 only, an event every 3 steps)
 # Extra arguments go to `python -m benchmarks.failures` (see --help).
 set -euo pipefail
 

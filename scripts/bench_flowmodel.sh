@@ -4,8 +4,8 @@
 # fits LV08's bandwidth factor and a per-message latency, writes the factors the flow model reads
 # (results/calibration/flowmodel-factors.json) and the table ($out/flowmodel.json, flowmodel.md).
 # Run as root on an otherwise idle machine (2 cores: other work changes every figure):
-#   sudo scripts/bench_flowmodel.sh            (full: 11 topologies, 108 points; ~30 min idle, see README)
-#   sudo scripts/bench_flowmodel.sh --quick    (leaf-spine, mesh and ring, one size; factors to $out only)
+#   scripts/bench_flowmodel.sh            (full: 11 topologies, 108 points; ~30 min idle, see README)
+#   scripts/bench_flowmodel.sh --quick    (leaf-spine, mesh and ring, one size; factors to $out only)
 # Extra arguments go to `python -m benchmarks.flowmodel` (see --help), e.g. --topologies psnet-testbed.yaml,
 # or --emulated results/bench/flowmodel.json to refit without emulating again.
 set -euo pipefail

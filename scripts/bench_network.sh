@@ -2,8 +2,8 @@
 # Network benchmark: bring-up times of every topology file (and a standalone-STP FatTree beside
 # them), ECS reconfiguration latency, and shaping fidelity, each printed beside its target and
 # written to $out/network.json and $out/network.md. Run as root:
-#   sudo scripts/bench_network.sh            (full, ~10 min)
-#   sudo scripts/bench_network.sh --quick    (reduced, < 2 min)
+#   scripts/bench_network.sh            (full, ~10 min)
+#   scripts/bench_network.sh --quick    (reduced, < 2 min)
 # Extra arguments go to `python -m benchmarks.network` (see --help).
 set -euo pipefail
 

@@ -3,8 +3,8 @@
 # scratch, each into its own folder ($out/replay-run1/fig13, $out/replay-run2/fig13); prints both
 # headlines (as run and paper-equivalent), their difference (goal: within 5%), faithful points and
 # wall times; written to $out/replay.json and $out/replay.md. Run as root on an idle machine:
-#   sudo scripts/bench_replay.sh            (full: two full Fig. 13 replays, about 2 x 40 min)
-#   sudo scripts/bench_replay.sh --quick    (Fig. 13's quick path twice, ~5 min: a smoke run)
+#   scripts/bench_replay.sh            (full: two full Fig. 13 replays, about 2 x 40 min)
+#   scripts/bench_replay.sh --quick    (Fig. 13's quick path twice, ~5 min: a smoke run)
 # Extra arguments go to `python -m benchmarks.replay` (see --help; --keep resumes both runs).
 set -euo pipefail
 

@@ -4,8 +4,8 @@
 # halving-doubling beside Open MPI's allreduce at 10/25/50 Mbit/s, a 64-host calibrated run
 # with its fidelity verdict, and HiPS Table 3 measured (BCube(4,1), 4 x 4 Torus at 5/10 Mbit/s). Writes $out/schemes.json and $out/schemes.md. Run as root on an
 # otherwise idle machine (2 cores: other work changes every figure):
-#   sudo scripts/bench_schemes.sh            (full, ~25 min)
-#   sudo scripts/bench_schemes.sh --quick    (one topology, ring and RAT, loopback; ~2 min)
+#   scripts/bench_schemes.sh            (full, ~25 min)
+#   scripts/bench_schemes.sh --quick    (one topology, ring and RAT, loopback; ~2 min)
 # Extra arguments go to `python -m benchmarks.schemes` (see --help), e.g. --only mpi.
 set -euo pipefail
 

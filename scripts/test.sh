@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up this machine (idempotent), then run the lint and the whole default test suite:
 # unit tests and real Mininet/OVS/os-ken/TensorFlow emulations. Run as root:
-#   sudo scripts/test.sh            (extra pytest arguments are passed through, e.g. -k psnet)
+#   scripts/test.sh            (extra pytest arguments are passed through, e.g. -k psnet)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
