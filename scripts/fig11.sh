@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replay the PSNet paper's Fig. 11 into results/fig11/ (raw runs, summary.csv, fig11.png, report.md).
 # Resumable: finished points are kept. Options pass through: --quick, --repeat N, --fresh,
-# --report-only (redraw from saved results). Run as root:  sudo scripts/fig11.sh
+# --report-only (redraw from saved results). Run as root:  scripts/fig11.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replay the PSNet paper's Fig. 12 into results/fig12/ (raw runs, summary.csv, fig12.png, report.md).
 # Resumable: finished points are kept. Options pass through: --quick, --repeat N, --fresh,
-# --report-only (redraw from saved results). Run as root:  sudo scripts/fig12.sh
+# --report-only (redraw from saved results). Run as root:  scripts/fig12.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

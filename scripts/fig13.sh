@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replay the PSNet paper's Fig. 13 into results/fig13/ (raw runs, summary.csv, fig13.png, report.md).
 # Resumable: finished points are kept. Options pass through: --quick, --repeat N, --fresh,
-# --report-only (redraw from saved results). Run as root:  sudo scripts/fig13.sh
+# --report-only (redraw from saved results). Run as root:  scripts/fig13.sh
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
