@@ -1,0 +1,97 @@
+"""Is a committed result still what the code would measure? Its provenance commit against HEAD.
+
+A result names the files and folders it depends on (`depends_on`: its figure file, topology files,
+the code packages of its platform and scheme). It is **stale** where one of them differs between
+the commit it ran on and HEAD (`git diff --name-only <commit> HEAD -- <paths>`: trees compared,
+so a commit on another branch that was merged is judged by its content), or where it ran with
+local changes to one of them that HEAD does not hold. A local change that HEAD does hold (the
+result was re-run with the change and committed with it) is not a change since: the provenance
+records the blob id of each changed file (replays.provenance), compared with HEAD's.
+
+A result whose commit git does not know (a shallow clone, a rewritten branch, no commit recorded)
+has **unknown provenance**: nothing can be said about it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from replays.provenance import REPO
+
+CURRENT, STALE, UNKNOWN = "current", "stale", "unknown provenance"
+#: files named in a stale mark's text
+SHOWN = 3
+
+
+class Staleness(BaseModel):
+    """One result's state against HEAD."""
+
+    state: Literal["current", "stale", "unknown provenance"]
+    changed: list[str] = Field(default_factory=list, description="dependencies that changed since, in path order")
+    reason: str = Field(default="", description="why unknown, in words")
+
+    @property
+    def text(self) -> str:
+        """The mark as a reader sees it: 'stale: a, b, c and 4 more changed since' and so on."""
+        if self.state == STALE:
+            names = ", ".join(self.changed[:SHOWN])
+            more = f" and {len(self.changed) - SHOWN} more" if len(self.changed) > SHOWN else ""
+            return f"stale: {names}{more} changed since it ran"
+        if self.state == UNKNOWN:
+            return f"unknown provenance ({self.reason})" if self.reason else UNKNOWN
+        return "current: nothing it depends on changed since it ran"
+
+
+def _git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True, check=False, timeout=60
+    )
+
+
+def _within(path: str, deps: Iterable[str]) -> bool:
+    return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def head_blobs(repo: Path, paths: list[str], rev: str = "HEAD") -> dict[str, str | None]:
+    """Blob id of each path in `rev` (None where it holds no such file), in one git call."""
+    if not paths:
+        return {}
+    r = _git(repo, "cat-file", "--batch-check", stdin="".join(f"{rev}:{p}\n" for p in paths))
+    out: dict[str, str | None] = {}
+    for p, line in zip(paths, r.stdout.splitlines(), strict=False):
+        words = line.split()
+        out[p] = words[0] if len(words) == 3 and words[1] == "blob" else None
+    return out
+
+
+def staleness(
+    commit: str | None,
+    depends_on: list[str],
+    dirty_files: dict[str, str | None] | None = None,
+    repo: Path = REPO,
+    rev: str = "HEAD",
+) -> Staleness:
+    """The result's state: stale where a dependency changed since `commit` (see the module doc)."""
+    if not commit:
+        return Staleness(state=UNKNOWN, reason="no commit recorded")
+    known = _git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
+    if known.returncode != 0:
+        if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+            return Staleness(state=UNKNOWN, reason="not a git checkout")
+        return Staleness(state=UNKNOWN, reason=f"commit {commit[:10]} is not in this repository")
+    if not depends_on:
+        return Staleness(state=CURRENT)
+    diff = _git(repo, "diff", "-z", "--name-only", "--no-renames", commit, rev, "--", *depends_on)
+    if diff.returncode != 0:
+        return Staleness(state=UNKNOWN, reason=f"git diff failed: {diff.stderr.strip().splitlines()[-1:]}")
+    changed = [p for p in diff.stdout.split("\0") if p]
+    dirty = {p: h for p, h in (dirty_files or {}).items() if _within(p, depends_on)}
+    candidates = sorted(set(changed) | set(dirty))
+    now = head_blobs(repo, [p for p in candidates if p in dirty], rev)
+    really = [p for p in candidates if p not in dirty or now.get(p) != dirty[p]]
+    return Staleness(state=STALE, changed=really) if really else Staleness(state=CURRENT)

@@ -1,0 +1,94 @@
+"""Staleness (replays/staleness.py) in a real git repository with two commits: a result is stale
+where a file it depends on changed between its commit and HEAD, current where none did or where
+the change was already in the tree it ran on, of unknown provenance where git does not know its
+commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replays import provenance
+from replays.staleness import CURRENT, STALE, UNKNOWN, staleness
+from tests.evidence_helpers import commit_all, git, init_repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> tuple[Path, str, str]:
+    """(repo, first commit, second commit): the second changes pkg/x.py and notes.txt only."""
+    r = tmp_path / "repo"
+    init_repo(r)
+    (r / "pkg").mkdir()
+    (r / "pkg" / "x.py").write_text("x = 1\n")
+    (r / "pkg" / "y.py").write_text("y = 1\n")
+    (r / "fig.yaml").write_text("title: a\n")
+    (r / "notes.txt").write_text("a\n")
+    first = commit_all(r, "first")
+    (r / "pkg" / "x.py").write_text("x = 2\n")
+    (r / "notes.txt").write_text("b\n")
+    return r, first, commit_all(r, "second")
+
+
+def test_unchanged_dependencies_are_current(repo):
+    r, first, _ = repo
+    s = staleness(first, ["fig.yaml", "pkg/y.py"], repo=r)
+    assert (s.state, s.changed) == (CURRENT, [])
+    assert s.text.startswith("current")
+
+
+def test_a_changed_folder_makes_it_stale_naming_the_file(repo):
+    r, first, second = repo
+    s = staleness(first, ["fig.yaml", "pkg/"], repo=r)
+    assert (s.state, s.changed) == (STALE, ["pkg/x.py"])
+    assert s.text == "stale: pkg/x.py changed since it ran"
+    assert staleness(second, ["fig.yaml", "pkg/"], repo=r).state == CURRENT  # re-run on the new commit
+
+
+def test_unknown_or_missing_commits(repo, tmp_path):
+    r, _, _ = repo
+    s = staleness("1234567890" * 4, ["pkg/"], repo=r)
+    assert s.state == UNKNOWN and "1234567890 is not in this repository" in s.text
+    assert staleness(None, ["pkg/"], repo=r).state == UNKNOWN
+    outside = staleness("1234567890" * 4, ["pkg/"], repo=tmp_path / "nothing")
+    assert outside.state == UNKNOWN
+
+
+def test_a_change_run_before_it_was_committed_is_not_a_change_since(repo):
+    """The result ran on the first commit with the second's pkg/x.py as a local change (a re-run
+    committed together with the change that moved it): current."""
+    r, first, _ = repo
+    git(r, "checkout", "-q", first)
+    (r / "pkg" / "x.py").write_text("x = 2\n")  # the change, not committed yet
+    prov = provenance.capture(repo=r)
+    assert prov.dirty and set(prov.dirty_files) == {"pkg/x.py"}
+    git(r, "checkout", "-q", "pkg/x.py")
+    git(r, "checkout", "-q", "main")
+    assert prov.commit == first
+    s = staleness(prov.commit, ["pkg/"], prov.dirty_files, repo=r)
+    assert s.state == CURRENT, s
+
+
+def test_a_local_change_that_head_does_not_hold_is_stale(repo):
+    r, _, second = repo
+    (r / "pkg" / "y.py").write_text("y = 'an experiment never committed'\n")
+    prov = provenance.capture(repo=r)
+    git(r, "checkout", "-q", "pkg/y.py")
+    s = staleness(prov.commit, ["pkg/"], prov.dirty_files, repo=r)
+    assert prov.commit == second and (s.state, s.changed) == (STALE, ["pkg/y.py"])
+    # a local change outside what the result depends on does not matter
+    assert staleness(prov.commit, ["fig.yaml"], prov.dirty_files, repo=r).state == CURRENT
+
+
+def test_the_mark_names_three_files_then_counts(tmp_path):
+    r = tmp_path / "repo"
+    init_repo(r)
+    for i in range(5):
+        (r / f"f{i}.txt").write_text("a\n")
+    first = commit_all(r, "first")
+    for i in range(5):
+        (r / f"f{i}.txt").write_text("b\n")
+    commit_all(r, "second")
+    s = staleness(first, ["."], repo=r)
+    assert s.changed == [f"f{i}.txt" for i in range(5)]
+    assert s.text == "stale: f0.txt, f1.txt, f2.txt and 2 more changed since it ran"
