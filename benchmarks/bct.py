@@ -53,7 +53,19 @@ from benchmarks.bct_measure import (
     read_events,
     startup,
 )
-from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, maximum, md_table, median, meta
+from benchmarks.common import (
+    TOP,
+    begin,
+    bench_parser,
+    finish,
+    fmt,
+    lock_wait_s,
+    maximum,
+    md_table,
+    median,
+    meta,
+    write_summary,
+)
 from runs.runner import RunResult, run_experiment
 from topologies.schema import load_spec
 
@@ -443,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     m["queued_s"] = sum(p["queued_s"] or 0.0 for p in res["points"])
     m["interrupted"] = interrupted
     table = format_tables(res["points"])
+    finish(res)
     (out_dir / "bct.json").write_text(json.dumps(res, indent=1))
     mode = "quick" if args.quick else "full"
     (out_dir / "bct.md").write_text(
@@ -453,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.warmup} warm-up, placement {args.placement}. Target: measured/BCT_max in "
         f"{TARGET_LOW:.2f}-{TARGET_HIGH:.2f} where communication-bound and faithful.\n\n{table}"
     )
+    write_summary(out_dir, "bct", "BCT benchmark", res, args.quick)
     print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")
     print(table)
     print(

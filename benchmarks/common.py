@@ -1,6 +1,12 @@
 """What every benchmark shares: its log lines, the emulator-lock wait, summary helpers, markdown
 tables, the record of what produced the numbers, and a SIGTERM that unwinds the testbed.
 
+What produced the numbers: `meta(args)` at the start (commit, versions, machine, arguments, and
+the provenance block of replays.provenance, captured then); `finish(res)` at the end moves that
+block to `res["provenance"]` with the wall time, and `write_summary` leaves the figure-level
+summary (replays.evidence, kind "benchmark") as <stem>.summary.json beside <stem>.json and
+<stem>.md, for the reproduction page (`testbed report`). `write_results` does all three.
+
 Benchmarks are applications (the top floor): they import the emulation core and the workloads,
 and nothing imports them but their scripts and tests.
 """
@@ -20,8 +26,23 @@ from pathlib import Path
 import psutil
 
 from emulation.net import unwind_on_sigterm
+from replays import evidence
+from replays.provenance import Provenance, capture
 
 TOP = Path(__file__).resolve().parent.parent
+#: what every benchmark's numbers depend on besides its own module and script: the platform and the
+#: schemes (a change there makes a committed benchmark result stale: replays.staleness)
+PLATFORM = (
+    "topologies/",
+    "controller/",
+    "emulation/",
+    "schemes/",
+    "workloads/",
+    "tfjob/",
+    "models/",
+    "engine/",
+    "runs/",
+)
 
 
 def lock_wait_s() -> float:
@@ -81,7 +102,9 @@ def md_table(head: list[str], rows: list[list[str]]) -> str:
 
 
 def meta(args: argparse.Namespace) -> dict:
-    """What produced these numbers: commit, versions, machine, arguments."""
+    """What produced these numbers: commit, versions, machine, arguments; `provenance` the block
+    of replays.provenance, captured now (finish() completes it with the wall time)."""
+    prov = capture(quick=bool(getattr(args, "quick", False)))
 
     def out(*argv: str) -> str:
         try:
@@ -100,20 +123,71 @@ def meta(args: argparse.Namespace) -> dict:
         # other work on the box spoils every figure here (2 cores): note how idle it was at the start
         "idle_before_pct": psutil.cpu_times_percent(interval=2.0).idle,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "provenance": prov.model_dump(),
     }
 
 
-def write_results(out_dir: Path, stem: str, title: str, res: dict, table: str, quick: bool) -> None:
-    """<stem>.json (everything measured, with `meta`) and <stem>.md (a header saying what produced the
-    numbers, then the tables), and the tables on stdout with the wall time."""
+def finish(res: dict) -> Provenance:
+    """The run's provenance, finished with its wall time (res["meta"]["wall_s"]), moved from meta to
+    res["provenance"] (the block every result carries; replays.provenance)."""
+    m = res["meta"]
+    prov = Provenance.model_validate(m.pop("provenance")).finished(m.get("wall_s"))
+    res["provenance"] = prov.model_dump()
+    return prov
+
+
+def depends_on(name: str, *extra: str) -> list[str]:
+    """What a benchmark's numbers depend on: its module, script and the shared code, then `extra`
+    and the platform (PLATFORM)."""
+    return [f"benchmarks/{name}.py", "benchmarks/common.py", f"scripts/bench_{name}.sh", *extra, *PLATFORM]
+
+
+def write_summary(
+    out_dir: Path,
+    stem: str,
+    title: str,
+    res: dict,
+    quick: bool,
+    depends: list[str] | None = None,
+    headlines: list[evidence.Headline] | None = None,
+) -> Path:
+    """<stem>.summary.json: the figure-level summary of this benchmark (kind "benchmark": no seed
+    paper; its report <stem>.md, its data <stem>.json), for the reproduction page. Call finish() first."""
+    name = stem.removesuffix("-quick")
+    summary = evidence.FigureSummary(
+        name=stem,
+        kind="benchmark",
+        paper=None,
+        title=title,
+        command=f"scripts/bench_{name}.sh" + (" --quick" if quick else ""),
+        quick=quick,
+        provenance=Provenance.model_validate(res["provenance"]),
+        depends_on=depends if depends is not None else depends_on(name),
+        files=evidence.Files(report=f"{stem}.md", data=f"{stem}.json"),
+        headlines=headlines or [],
+    )
+    return evidence.write_summary(out_dir, summary, f"{stem}{evidence.BENCH_SUFFIX}")
+
+
+def write_results(
+    out_dir: Path, stem: str, title: str, res: dict, table: str, quick: bool, depends: list[str] | None = None
+) -> None:
+    """<stem>.json (everything measured, with `meta` and `provenance`), <stem>.md (a header saying
+    what produced the numbers, then the tables) and <stem>.summary.json (write_summary), and the
+    tables on stdout with the wall time."""
     m = res["meta"]
     mode = "quick" if quick else "full"
+    finish(res)
     (out_dir / f"{stem}.json").write_text(json.dumps(res, indent=1))
     (out_dir / f"{stem}.md").write_text(
         f"# {title} ({mode}, {m['started']}, commit {m['git_commit'][:10]}"
         f"{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s, "
         f"machine {m['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
     )
+    write_summary(out_dir, stem, title, res, quick, depends)
     print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")
     print(table)
-    print(f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / f'{stem}.json'}, {out_dir / f'{stem}.md'}")
+    print(
+        f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / f'{stem}.json'}, {out_dir / f'{stem}.md'}, "
+        f"{out_dir / f'{stem}{evidence.BENCH_SUFFIX}'}"
+    )

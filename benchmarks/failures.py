@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, md_table, meta
+from benchmarks.common import TOP, begin, bench_parser, finish, fmt, lock_wait_s, md_table, meta, write_summary
 from runs.runner import run_experiment
 from workloads.errors import RunError
 
@@ -184,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     m["wall_s"] = time.monotonic() - t0
     m["interrupted"] = interrupted
     table = format_tables(res["runs"])
+    finish(res)
     (out_dir / "failures.json").write_text(json.dumps(res, indent=1))
     mode = "quick" if args.quick else "full"
     (out_dir / "failures.md").write_text(
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "until the next event) / steps lost.\n\n"
         f"{table}\n"
     )
+    write_summary(out_dir, "failures", "Failure and reconfiguration benchmark", res, args.quick)
     print(table)
     print(f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / 'failures.json'}, {out_dir / 'failures.md'}")
     return 130 if interrupted else 0

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
+from benchmarks.common import TOP, begin, bench_parser, depends_on, fmt, md_table, meta, write_results
 from replays import sweep
 from replays.claims import AS_RUN
 from replays.report import headlines, load_report
@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         res["runs"].append(replay_once(out_dir / f"{stem}-run{i}", args.quick, args.keep, not args.no_progress))
     res["groups"] = compare(res["runs"])
     res["meta"]["wall_s"] = time.monotonic() - t0
-    write_results(out_dir, stem, "Replay stability benchmark (Fig. 13 twice)", res, format_table(res), args.quick)
+    title = "Replay stability benchmark (Fig. 13 twice)"
+    write_results(out_dir, stem, title, res, format_table(res), args.quick, depends_on("replay", "replays/"))
     return 0
 
 

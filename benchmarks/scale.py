@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import TOP, fmt, md_table, meta, setup_logging
+from benchmarks.common import TOP, depends_on, finish, fmt, md_table, meta, setup_logging, write_summary
 from schemes import registry
 
 LOG = logging.getLogger("bench.scale")
@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_point(*args.point, tmp)))
         return 0
     setup_logging(args.verbose)
+    started, t0 = meta(args), time.monotonic()
     sizes = ["100"] if args.quick else (args.sizes or list(SIZES))
     rows = []
     for scheme in args.schemes:
@@ -205,9 +206,12 @@ def main(argv: list[str] | None = None) -> int:
                     {k: v for k, v in r.items() if k.endswith("_s") or k.endswith("_mb")},
                 )
     out.mkdir(parents=True, exist_ok=True)
-    (out / "scale.json").write_text(json.dumps({"meta": meta(args), "points": rows}, indent=1))
+    res = {"meta": started | {"wall_s": time.monotonic() - t0}, "points": rows}
+    finish(res)
+    (out / "scale.json").write_text(json.dumps(res, indent=1))
     md = "# Flow-model scale (one iteration, SimGrid 3.32 CM02 max-min)\n\n" + table(rows) + "\n"
     (out / "scale.md").write_text(md)
+    write_summary(out, "scale", "Flow-model scale benchmark", res, args.quick, depends_on("scale"))
     print(md)
     slow = [r for r in rows if r.get("process_s", 0) > 60]
     print(
