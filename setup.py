@@ -9,6 +9,6 @@ setup(
     "parameter-server training on PSNet, FatTree and BCube",
     python_requires=">=3.11",
     packages=find_packages(exclude=["tests", "tests.*"]),
-    package_data={"topologies": ["*.yaml"]},
+    package_data={"topologies": ["*.yaml"], "replays": ["templates/*.j2"]},
     entry_points={"console_scripts": ["testbed = testbed.cli:main"]},
 )

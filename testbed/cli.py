@@ -13,6 +13,7 @@ testbed matrix [FILE]               every topology x scheme cell at one rate: ta
 testbed bct FILE                    the paper's BCT model for a topology file (builds nothing)
 testbed simulate EXP                an experiment's network part on the SimGrid flow model
 testbed remote HOST COMMAND         run, replay, topo check/show, doctor or setup on another machine over SSH
+testbed report                      the reproduction page from the committed results (runs nothing)
 
 Global options (-v, --strict) go before or after the subcommand. Exit codes: EXIT_CODES below
 (0 ok, 1 the run failed, 2 usage or input, 3 with --strict: ran but not faithful or a claim did
@@ -520,6 +521,30 @@ def ratio_ci95(
     return ratio * math.hypot(cf / mf, cs / ms)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """docs/reproduction.md and results/index.html from the figure-level summaries in results/
+    (replays.reproduction); or, with --readme-table, the README's headline table on stdout."""
+    import time
+
+    from replays import reproduction, reproduction_page
+
+    t0 = time.monotonic()
+    results = Path(args.results)
+    sections = reproduction.collect(results, REPO_DIR)
+    if args.readme_table:
+        print(reproduction.readme_table(sections))
+        return 0
+    md = Path(args.md)
+    page = Path(args.html) if args.html else results / "index.html"
+    reproduction_page.write(sections, md, page)
+    for e in (e for s in sections for e in s.entries):
+        if e.stale or e.unknown or e.state == reproduction.UNREADABLE:
+            print(f"{e.name}: {reproduction_page.status_text(e)}")
+    print(reproduction_page.summary_line(sections))
+    print(f"written: {md}, {page} ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
 def cmd_remote(args: argparse.Namespace) -> int:
     """`testbed remote HOST [options] COMMAND ...` (testbed.remote): the options may come before or
     after HOST; the command is parsed by this parser, so it takes what it takes locally."""
@@ -678,6 +703,18 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
     mx.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     mx.set_defaults(func=cmd_matrix)
+    rr = command(
+        sub,
+        "report",
+        help="the reproduction page (docs/reproduction.md, results/index.html) from the committed results",
+        description="Builds the reproduction page from the figure-level summaries in results/ (runs nothing): "
+        "each paper headline with the paper's number, ours, the verdict, provenance and a stale mark.",
+    )
+    rr.add_argument("--results", default=str(REPO_DIR / "results"), help="results folder (default: %(default)s)")
+    rr.add_argument("--md", default=str(REPO_DIR / "docs" / "reproduction.md"), help="markdown page written")
+    rr.add_argument("--html", default=None, help="HTML gallery written (default: RESULTS/index.html)")
+    rr.add_argument("--readme-table", action="store_true", help="print the README's headline table, write nothing")
+    rr.set_defaults(func=cmd_report)
     b = command(sub, "bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
     b.add_argument("--model", default="vgg16", choices=sorted(PAPER_MODEL_BYTES), help="default: %(default)s")
