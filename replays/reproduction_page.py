@@ -154,13 +154,27 @@ def rel(target: Path, page: Path) -> str:
     return os.path.relpath(target, page.parent).replace(os.sep, "/").replace(" ", "%20")
 
 
+def replay_wall_s(sections: list[Section]) -> tuple[float, int]:
+    """The full replays' wall times added up (figures, model figures, matrices; not benchmarks or
+    quick runs), and how many there are: what `testbed replay all` plus the matrix took when they ran."""
+    walls = [
+        e.summary.provenance.wall_s
+        for s in sections
+        for e in s.entries
+        if e.summary and e.kind != "benchmark" and not e.summary.quick and e.summary.provenance.wall_s is not None
+    ]
+    return sum(walls), len(walls)
+
+
 def summary_line(sections: list[Section]) -> str:
     c = counts(sections)
     verdicts = ", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])
+    wall, n = replay_wall_s(sections)
+    walls = f" The {n} full replays committed took {minutes(wall)} in all (their wall times added)." if n else ""
     return (
         f"{c['measured']} of {c['entries']} figures, matrices and benchmarks have a committed result "
         f"({c['stale']} stale, {c['unknown']} of unknown provenance, {c['quick']} quick); "
-        f"{c['cards']} paper headlines: {verdicts or 'none'}."
+        f"{c['cards']} paper headlines: {verdicts or 'none'}.{walls}"
     )
 
 

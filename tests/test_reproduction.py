@@ -240,3 +240,9 @@ def test_results_no_file_ships_are_shown_quick_ones_too_and_broken_ones_say_so(t
     assert broken.state == UNREADABLE and broken.problem.startswith("results/broken/summary.json: not readable JSON")
     md = reproduction_page.markdown(list(sections.values()), tmp_path / "docs" / "r.md", results / "index.html")
     assert "summary unreadable: results/broken/summary.json: not readable JSON" in md
+
+
+def test_the_full_replays_wall_times_are_added_up(site):
+    # fig13 816 s, rat-fig6 3522 s, hips-table1 95 s, old-figure none; quick fig6 and the benchmark left out
+    assert reproduction_page.replay_wall_s(site["sections"]) == (816.0 + 3522.0 + 95.0, 3)
+    assert "The 3 full replays committed took 73.9 min in all (their wall times added)." in site["md"]
