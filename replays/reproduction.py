@@ -396,7 +396,7 @@ def short_title(e: Entry) -> str:
 def readme_table(sections: list[Section], page: str = "docs/reproduction.md") -> str:
     """The README's headline table (markdown): paper, figure, claim, the paper's number, ours, verdict."""
     lines = [
-        "| paper | figure | claim | paper | ours (95% CI, n) | verdict |",
+        "| paper | figure | claim | paper's number | ours (95% CI, n) | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for r in headline_rows(sections):

@@ -41,3 +41,9 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     assert cfg["network/model"] == "LV08" and float(cfg[MESSAGE_LATENCY]) >= 0
     md = (tmp_path / "flowmodel.md").read_text()
     assert "| leafspine-2rack | ring (" in md and "Fitted on" in md
+    # the record the reproduction page reads: provenance in the json, the figure-level summary beside it
+    from replays.evidence import read_summary
+
+    summary = read_summary(tmp_path / "flowmodel.summary.json")
+    assert summary is not None and summary.kind == "benchmark" and summary.quick
+    assert summary.provenance.model_dump() == res["provenance"] and res["provenance"]["wall_s"] > 0

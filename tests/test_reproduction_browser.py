@@ -10,7 +10,6 @@ browser download is not reachable from these machines: it is pointed at /usr/bin
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -121,10 +120,3 @@ def test_the_committed_gallery_loads_every_image_and_link(browser, tmp_path):
     seen = look_at(browser, page_file, tmp_path / "committed.png")
     assert_resolves(page_file, seen)
     assert "Headlines" in seen["headings"]
-
-
-@pytest.mark.skipif(not os.environ.get("PSNET_SHOW_PAGE"), reason="PSNET_SHOW_PAGE=DIR keeps a screenshot there")
-def test_keep_a_screenshot_of_the_committed_page(browser):
-    out = Path(os.environ["PSNET_SHOW_PAGE"])
-    out.mkdir(parents=True, exist_ok=True)
-    look_at(browser, REPO / "results" / "index.html", out / "reproduction.png")
