@@ -12,7 +12,8 @@ for the emulator).
 A tree with local changes is recorded as `dirty`, with the content hash (git's blob id) of every
 changed input file in `dirty_files`: a result re-run with a change and committed in the same
 commit as that change is then recognised as current, not stale. Outputs under results/ (all but
-reference/ and calibration/, which are inputs) do not make a tree dirty: a re-run rewrites them.
+reference/ and calibration/, which are inputs) and the reproduction page docs/reproduction.md do
+not make a tree dirty: a re-run or `testbed report` rewrites them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 MAX_DIRTY_FILES = 200
 #: folders under results/ that are inputs (the papers' numbers, the flow model's factors), not outputs
 RESULT_INPUTS = ("reference", "calibration")
+#: outputs outside results/: the reproduction page `testbed report` writes
+PAGES = ("docs/reproduction.md",)
 
 
 class Machine(BaseModel):
@@ -100,9 +103,9 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.Complet
 
 
 def is_output(path: str) -> bool:
-    """A path under results/ that a run writes (everything there but the inputs RESULT_INPUTS)."""
+    """A path runs and `testbed report` write: under results/ (all but the inputs RESULT_INPUTS), the page."""
     parts = path.split("/")
-    return parts[0] == "results" and not (len(parts) > 1 and parts[1] in RESULT_INPUTS)
+    return path in PAGES or (parts[0] == "results" and not (len(parts) > 1 and parts[1] in RESULT_INPUTS))
 
 
 def git_state(repo: Path = REPO) -> tuple[str | None, dict[str, str | None], bool]:

@@ -48,7 +48,11 @@ def test_only_outputs_changed_is_a_clean_tree(tmp_path):
     repo, _ = _repo(tmp_path)
     (repo / "results" / "bench").mkdir()
     (repo / "results" / "bench" / "bct.json").write_text("{}\n")
+    (repo / "docs").mkdir()
+    (repo / "docs" / "reproduction.md").write_text("# the page testbed report writes\n")
     assert provenance.git_state(repo)[1:] == ({}, False)
+    (repo / "docs" / "other.md").write_text("# a document\n")
+    assert provenance.git_state(repo)[2] is True
 
 
 def test_outside_git_there_is_no_commit(tmp_path):
