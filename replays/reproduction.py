@@ -218,6 +218,21 @@ def _candidates(results: Path, exp: Expected) -> list[Path]:
     return [results / n / FILENAME for n in (exp.name, f"{exp.name}-quick")]
 
 
+def _without_summary(results: Path, exp: Expected) -> str:
+    """What to say of a result there is without a figure-level summary (written before there were
+    any): its report exists, its summary does not."""
+    for path in _candidates(results, exp):
+        if exp.kind == "benchmark":
+            reports = [path.with_name(path.name.replace(BENCH_SUFFIX, ".md"))]
+        else:
+            reports = [path.parent / "report.md", path.parent / f"{exp.name}.md", path.parent / "matrix.md"]
+        for report in reports:
+            if report.is_file():
+                shown = report.relative_to(results.parent) if report.is_relative_to(results.parent) else report
+                return f"{shown} exists but no figure-level summary: run it again (a replay: --report-only redraws it)"
+    return ""
+
+
 def _read(path: Path) -> tuple[FigureSummary | None, str]:
     """The summary, or (None, its problem in one line, the file named from the results' parent)."""
     try:
@@ -245,7 +260,10 @@ def collect(results: Path = REPO / "results", repo: Path = REPO) -> list[Section
                 entry = not_run_entry(exp)
                 entry.state, entry.problem, entry.summary_path = UNREADABLE, problem, path
                 break
-        entries.append(entry or not_run_entry(exp))
+        if entry is None:
+            entry = not_run_entry(exp)
+            entry.problem = _without_summary(results, exp)
+        entries.append(entry)
     orphans = {summary_name(p): p for p in summary_paths(results) if p.resolve() not in used}
     for name, path in orphans.items():  # results whose figure file is not shipped (any more)
         if name.endswith("-quick") and name.removesuffix("-quick") in orphans:

@@ -102,7 +102,7 @@ def status_text(e: Entry) -> str:
         return e.staleness.text
     if e.state == UNREADABLE:
         return f"summary unreadable: {e.problem}"
-    return e.state
+    return f"{e.state}: {e.problem}" if e.problem else e.state
 
 
 def status_class(e: Entry) -> str:
@@ -237,7 +237,7 @@ def _md_entry(e: Entry, md_path: Path) -> list[str]:
         mark = "**STALE**: " + e.staleness.text.removeprefix("stale: ") if e.stale else status_text(e)
         lines.append(f"- {mark}")
         lines += [f"- {k}: {v}" for k, v in provenance_items(e)]
-    elif e.state == UNREADABLE:
+    elif e.state == UNREADABLE or e.problem:
         lines.append(f"- {status_text(e)}")
     if e.command:
         defined = e.source and not e.command.endswith(e.source)

@@ -246,3 +246,22 @@ def test_the_full_replays_wall_times_are_added_up(site):
     # fig13 816 s, rat-fig6 3522 s, hips-table1 95 s, old-figure none; quick fig6 and the benchmark left out
     assert reproduction_page.replay_wall_s(site["sections"]) == (816.0 + 3522.0 + 95.0, 3)
     assert "The 3 full replays committed took 73.9 min in all (their wall times added)." in site["md"]
+
+
+def test_a_result_written_before_summaries_existed_is_named(tmp_path):
+    results = tmp_path / "results"
+    (results / "fig9").mkdir(parents=True)
+    (results / "fig9" / "report.md").write_text("# Fig. 9 (an older replay)\n")
+    (results / "bench").mkdir()
+    (results / "bench" / "network.md").write_text("# Network benchmark\n")
+    entries = {e.name: e for s in reproduction.collect(results, REPO) for e in s.entries}
+    assert entries["fig9"].state == NOT_RUN
+    assert entries["fig9"].problem == (
+        "results/fig9/report.md exists but no figure-level summary: run it again (a replay: --report-only redraws it)"
+    )
+    assert entries["network"].problem.startswith("results/bench/network.md exists but no figure-level summary")
+    assert entries["fig10"].problem == ""
+    md = reproduction_page.markdown(
+        reproduction.collect(results, REPO), tmp_path / "docs" / "r.md", results / "index.html"
+    )
+    assert "- not run yet: results/fig9/report.md exists but no figure-level summary" in md
