@@ -326,7 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     shortfalls: list[str] = []
     for name in names:
         if name in models:  # Figs. 6-7: analytic + flow model, no emulation (saved points are reused)
-            out = replay_model_figure(name, quick=args.quick, fresh=args.fresh)
+            out = replay_model_figure(name, quick=args.quick, fresh=args.fresh, results=Path(args.results))
             print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
             shortfalls += _report_shortfalls(name, out)
             continue
@@ -335,7 +335,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             from runs.steptime import resplit
 
             fig = figure.load_figure(name)
-            out = figure.REPO / "results" / (f"{name}-quick" if args.quick else name)
+            out = Path(args.results) / (f"{name}-quick" if args.quick else name)
             summaries = sorted(out.glob("points/*/rep*/summary.json"))
             if not summaries:
                 print(f"{name}: nothing to redraw: no runs in {out} (replay it first)")
@@ -351,6 +351,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 quick=args.quick,
                 repeat=args.repeat,
                 fresh=args.fresh,
+                results=Path(args.results),
                 progress=progress_on(args),
                 repeat_as=args.repeat_as,
             )
@@ -362,7 +363,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if group is not None:
         from replays.report import overview
 
-        print(overview(figure.REPO / "results", [n for n in names if n not in models]))
+        print(overview(Path(args.results), [n for n in names if n not in models]))
     return strict_code(args, shortfalls)
 
 
@@ -692,6 +693,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="recompute the model, redraw plot and report from saved results (no run)",
     )
     rp.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
+    rp.add_argument(
+        "--results", default=str(REPO_DIR / "results"), help="where figure folders go (default: %(default)s)"
+    )
     rp.set_defaults(func=cmd_replay)
     mx = command(sub, "matrix", help="every topology x scheme cell at one rate: table + heat map")
     mx.add_argument(

@@ -292,11 +292,11 @@ def test_strict_turns_a_claim_that_did_not_hold_into_exit_3(tmp_path):
 
     from testbed import cli
 
-    r = run("replay", "fig6", "--quick", "--strict", timeout=600)
+    r = run("replay", "fig6", "--quick", "--strict", "--results", str(tmp_path / "results"), timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    rep = json.loads((ROOT / "results" / "fig6-quick" / "report.json").read_text())
+    rep = json.loads((tmp_path / "results" / "fig6-quick" / "report.json").read_text())
     assert rep["claims"] and all(c["verdict"] == "holds" for c in rep["claims"])
-    assert cli._report_shortfalls("fig6", ROOT / "results" / "fig6-quick") == []
+    assert cli._report_shortfalls("fig6", tmp_path / "results" / "fig6-quick") == []
     rep["claims"][0]["verdict"] = "does NOT hold"
     (tmp_path / "report.json").write_text(json.dumps(rep))
     short = cli._report_shortfalls("fig6", tmp_path)
