@@ -211,7 +211,7 @@ def hips_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
     """HiPS Table 3 measured: every server synchronises (HiPS's W = all N servers) with hips, mesh
     (MS) and ring (RS) at each emulated NIC rate, beside the formula for that network."""
     from emulation.net import Testbed
-    from schemes.gst import formula_s
+    from schemes.registry import gather, get
     from topologies.build import build_network
     from topologies.schema import load_spec, parse_spec
 
@@ -222,13 +222,12 @@ def hips_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
             spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / rate}, name)
             net = build_network(spec)
             servers = [h.name for h in net.hosts()]
-            digits = net.family.address_digits(net)
             with Testbed(net) as tb:
                 for scheme in ("hips", "mesh", "ring"):
                     job = _job(scheme, iterations, model="tiny", model_bytes=HIPS_BYTES * spec.scale, workers=servers)
                     r = _scheme_run(tb, net, job, spec.scale, tmp / f"hips-{name}-{rate:g}" / scheme)
                     nic = min(ln.mbps for h in servers for ln in net.links_of(h))
-                    f = formula_s(digits, net.family.rings_both_ways, scheme, None, True, r["bytes"], nic)
+                    f = get(scheme).formula_s(gather(net, scheme, 1, workers=servers), r["bytes"], nic)
                     rows.append({"topology": name, "mbps": rate, **r, "formula_s": f,
                                  "over_formula": r["gst"]["mean"] / f if f else None,
                                  "after_last_start_over_formula": r["after_last_start_s"] / f if f else None,

@@ -76,18 +76,6 @@ def hips_row(
     return "hips"
 
 
-def row_of(scheme: str, stages: str | Sequence[str] | None, parallel: bool, levels: int, both_ways: bool) -> Row | None:
-    """The Table 3 row a scheme job is (the scheme's registry entry says), or None where the paper
-    gives it no formula."""
-    from schemes.registry import SchemeInputs, get
-
-    spec = get(scheme)
-    if spec.table3_row is None:
-        return None
-    inputs = SchemeInputs((), 0, hips_stages=stages, hips_parallel=parallel, both_ways=both_ways)
-    return spec.table3_row(inputs, levels)
-
-
 def grid_shape(digits: Mapping[str, Sequence[int]]) -> tuple[int, int] | None:
     """(n, h) of a full address grid with n values on every level, else None (no Table 3 column)."""
     if not digits:
@@ -101,21 +89,3 @@ def grid_shape(digits: Mapping[str, Sequence[int]]) -> tuple[int, int] | None:
         return None
     (n,) = sizes
     return (n, h) if n**h == len(digits) else None
-
-
-def formula_s(
-    digits: Mapping[str, Sequence[int]],
-    both_ways: bool,
-    scheme: str,
-    stages: str | Sequence[str] | None,
-    parallel: bool,
-    w_bytes: float,
-    b_mbps: float,
-) -> float | None:
-    """Table 3's GST in seconds for a scheme job on a network with these server digits, or None."""
-    shape = grid_shape(digits)
-    if shape is None:
-        return None
-    n, h = shape
-    row = row_of(scheme, stages, parallel, h, both_ways)
-    return None if row is None else table3(row, n, h, both_ways).seconds(w_bytes, b_mbps)

@@ -218,7 +218,24 @@ def test_a_calibration_keeps_tensorflows_start_up_lines_out_of_the_terminal(tmp_
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, check=True)
     assert p.stderr.strip() == "after True", p.stderr
-    assert "oneDNN" in (tmp_path / "tensorflow.log").read_text()
+    # what TF prints at start-up depends on the CPU (oneDNN's notice on some, nothing on others):
+    # the log is there, whatever it holds; the C-level redirect itself is the next test's
+    assert (tmp_path / "tensorflow.log").exists()
+
+
+def test_native_stderr_to_catches_c_level_writes_and_restores_fd_2(tmp_path: Path) -> None:
+    """A write(2) from C (as TF's absl and oneDNN do) inside the block lands in the file, not on
+    the terminal; Python's own stderr reaches the terminal again after the block."""
+    code = (
+        "import ctypes, sys; from pathlib import Path; from tfjob.calibrate import native_stderr_to; "
+        "libc = ctypes.CDLL(None); "
+        f"cm = native_stderr_to(Path({str(tmp_path / 'tensorflow.log')!r})); cm.__enter__(); "
+        "libc.write(2, b'native line from C\\n', 19); cm.__exit__(None, None, None); "
+        "print('after', file=sys.stderr)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert p.stderr.strip() == "after", p.stderr
+    assert (tmp_path / "tensorflow.log").read_text() == "native line from C\n"
 
 
 def test_eq5_follows_the_busiest_tor_of_an_unbalanced_deployment() -> None:

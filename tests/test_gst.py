@@ -7,7 +7,8 @@ import pytest
 
 from schemes import compile_scheme
 from schemes.count import link_loads
-from schemes.gst import formula_s, grid_shape, reduction, row_of, table3
+from schemes.gst import grid_shape, reduction, table3
+from schemes.registry import SchemeInputs, gather, get
 from topologies.build import build_network
 from topologies.schema import parse_spec
 
@@ -48,6 +49,13 @@ def test_seconds_scale_with_w_over_b():
     assert table3("rs", 4, 2, True).seconds(40e6, 100) == pytest.approx(3.0)
 
 
+def row_of(scheme: str, stages, parallel: bool, levels: int, both_ways: bool):
+    """The Table 3 row the registry gives a scheme job, or None."""
+    spec = get(scheme)
+    inputs = SchemeInputs((), 0, hips_stages=stages, hips_parallel=parallel, both_ways=both_ways)
+    return None if spec.table3_row is None else spec.table3_row(inputs, levels)
+
+
 def test_which_schemes_have_a_row():
     assert row_of("mesh", None, True, 2, False) == "ms" and row_of("ring", None, True, 2, True) == "rs"
     assert row_of("hips", None, True, 2, True) == "hips" and row_of("hips-ms", None, True, 2, False) == "hips"
@@ -84,5 +92,5 @@ def test_the_formula_is_what_the_schedule_puts_on_the_busiest_cable(spec, scheme
     n_elems = 2 * 16 * 4 * 9 * 1000  # whole chunks for every shape here
     sched = compile_scheme(scheme, hosts, n_elems, digits=digits, both_ways=both)
     busiest = link_loads(net, sched)[0].seconds()
-    want = formula_s(digits, both, scheme, None, True, n_elems * 4, net.links[0].mbps)
+    want = get(scheme).formula_s(gather(net, scheme, n_elems, workers=hosts), n_elems * 4, net.links[0].mbps)
     assert busiest == pytest.approx(want, rel=1e-3)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from schemes import compile_scheme, registry
-from schemes.gst import formula_s
+from schemes import compile_scheme, gst, registry
 from schemes.schedule import Op, from_host_part, host_part
 from topologies.build import load_network
 
@@ -62,8 +61,11 @@ def test_table3_through_the_registry_is_gsts():
     net = load_network(TOPOLOGIES / "torus-3x3.yaml")
     for name in ("hips", "hrs", "hips-ms", "mesh", "ring", "rat"):
         inputs = registry.gather(net, name, 9000, workers=[h.name for h in net.hosts()])
-        want = formula_s(inputs.digits, net.family.rings_both_ways, name, None, True, 36e3, 10.0)
-        assert registry.get(name).formula_s(inputs, 36e3, 10.0) == want
+        got = registry.get(name).formula_s(inputs, 36e3, 10.0)
+        row = registry.get(name).table3_row
+        row = row(inputs, 2) if row else None
+        want = None if row is None else gst.table3(row, 3, 2, net.family.rings_both_ways).seconds(36e3, 10.0)
+        assert got == want
         assert (want is None) == (name in ("rat", "hips-ms"))  # Torus HiPS is RS per stage
 
 
