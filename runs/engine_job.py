@@ -79,11 +79,12 @@ class Prepared:
         return self.workers + self.servers
 
 
-def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
-    """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
-    the schedule and write the engine's config; ExperimentError names what does not fit."""
+def job_hosts(job: JobSpec, net: Network, where: str) -> tuple[list[str], list[str]]:
+    """(workers, servers) of a scheme job: the job's, else the scheme's defaults (HiPS: every
+    server of the address grid), checked against the network; ExperimentError names what does not
+    fit. `testbed run` and `testbed simulate` both take a scheme job's hosts from here."""
     scheme = get_scheme(job.scheme)
-    workers = list(job.workers) if job.workers is not None else scheme.default_workers(net)  # HiPS: every server
+    workers = list(job.workers) if job.workers is not None else scheme.default_workers(net)
     servers: list[str] = []
     if Need.PS_HOSTS in scheme.needs:
         servers = list(job.ps) if job.ps is not None else scheme.default_servers(net)
@@ -97,9 +98,22 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     if len(workers) < scheme.min_workers > 1:  # no worker is a schedule error of its own (ps)
         least = _COUNT.get(scheme.min_workers, scheme.min_workers)
         raise ExperimentError(f"{where}: job.workers: {job.scheme} needs at least {least} workers")
+    return workers, servers
+
+
+def scheme_options(job: JobSpec) -> dict[str, Any]:
+    """The job's options a schedule compiles from (schemes.registry.gather's `options`)."""
+    return {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
+
+
+def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
+    """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
+    the schedule and write the engine's config; ExperimentError names what does not fit."""
+    scheme = get_scheme(job.scheme)
+    workers, servers = job_hosts(job, net, where)
     width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
-    hips_args = {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
+    hips_args = scheme_options(job)
     inputs = gather(net, scheme, n_elems, workers, servers, **hips_args)
     try:
         sched = scheme.compile(inputs)

@@ -24,7 +24,6 @@ from models.flow.demands import Traffic, scheme_traffic
 from models.flow.links import busiest_cable, platform
 from models.flow.routes import EXACT_HOSTS, Routes, flow_routes
 from models.flow.simgrid import SimResult, sim_config, simulate
-from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from schemes.registry import FlowTraffic
 from schemes.registry import get as get_scheme
 from topologies import kinds
@@ -95,14 +94,20 @@ class Plan:
     paper: bool
 
 
-def plan(path: str | Path, sets: list[str] = (), scheme: str = DEFAULT_SCHEME, paper: bool = False) -> Plan:
-    """Read the experiment file, apply `--set` overrides, build the network, size the job."""
+def plan(path: str | Path, sets: list[str] = (), scheme: str | None = None, paper: bool = False) -> Plan:
+    """Read the experiment file, apply `--set` overrides, build the network, size the job.
+
+    The synchronisation is the job's own (`job.scheme`, as `testbed run` runs it) unless
+    `scheme` names another; its hosts come from where the run takes them: TF's PS job from the
+    topology's PS and worker roles (runs.runloop.resolve_jobs), a scheme job from the job or the
+    scheme's defaults (runs.engine_job.job_hosts)."""
+    from runs.engine_job import job_hosts
     from runs.predict import choose_width
     from runs.runloop import resolve_jobs
     from schemes.registry import SCHEMES
 
     src = str(path)
-    if scheme not in SCHEMES:
+    if scheme is not None and scheme not in SCHEMES:
         raise TopologyError(f"{src}: --scheme {scheme}: unknown; use one of {', '.join(SCHEMES)}")
     exp, topo, topo_path = load_experiment(path)
     t_set, j_set, e_set = parse_sets(list(sets), src)
@@ -118,12 +123,16 @@ def plan(path: str | Path, sets: list[str] = (), scheme: str = DEFAULT_SCHEME, p
         except ValidationError as err:
             raise TopologyError(one_line_error(src, err, ExperimentSpec)) from None
     net = build_network(topo, str(topo_path))
-    job, pss, workers = resolve_jobs(exp, net, src)[0]
-    if job.workers is None:  # the scheme's own default (HiPS: every server of the address grid)
-        workers = SCHEMES[scheme].default_workers(net)
+    job = exp.all_jobs[0]
+    if scheme is not None and scheme != job.scheme:
+        job = job.model_copy(update={"scheme": scheme})
+    if SCHEMES[job.scheme].flow is FlowTraffic.PS_PHASES:
+        _, pss, workers = resolve_jobs(exp, net, src)[0]
+    else:
+        workers, pss = job_hosts(job, net, src)
     width, emulated = choose_width(job, topo.scale * exp.compress)
     model_bytes = emulated * topo.scale if paper else emulated
-    return Plan(exp.name, net, job, workers, pss, scheme, width, model_bytes, exp.compress, paper)
+    return Plan(exp.name, net, job, workers, pss, job.scheme, width, model_bytes, exp.compress, paper)
 
 
 @dataclass
@@ -147,8 +156,16 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
     from models.flow.routes import IndexedNetwork
 
     t0 = time.perf_counter()
+    from runs.engine_job import scheme_options
+
     traffic = scheme_traffic(
-        p.net, initial_circuits(IndexedNetwork.of(p.net)), p.scheme, p.workers, p.pss, p.model_bytes
+        p.net,
+        initial_circuits(IndexedNetwork.of(p.net)),
+        p.scheme,
+        p.workers,
+        p.pss,
+        p.model_bytes,
+        **scheme_options(p.job),
     )
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())

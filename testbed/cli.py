@@ -733,9 +733,9 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a topology or job field")
     sm.add_argument(
         "--scheme",
-        default=scheme_registry.DEFAULT,
+        default=None,
         choices=scheme_registry.names(),
-        help=f"a scheme of the registry (default {scheme_registry.DEFAULT}: the TF PS job)",
+        help="another scheme of the registry for the same hosts and bytes (default: the job's own, as testbed run)",
     )
     sm.add_argument("--paper", action="store_true", help="paper rates and bytes (default: the emulated ones)")
     sm.add_argument("--exact", action="store_true", help="exact max-min, without the emulator's stored calibration")

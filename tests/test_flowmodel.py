@@ -179,6 +179,35 @@ def test_scheme_on_the_fattree_prototype_is_its_busiest_cable():
     assert "traffic ring" in format_outcome(out)
 
 
+@pytest.mark.parametrize("path", sorted(EXPERIMENTS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_simulate_means_the_job_run_runs(path):
+    """`testbed simulate EXP` takes every shipped experiment file and simulates the job `testbed
+    run` runs: its scheme, on the hosts the run takes (a scheme job's own or its scheme's
+    defaults, TF's PS job's roles), with the scheme's messages (a schedule's, or TF's 2 x W x P)."""
+    from runs.engine_job import job_hosts
+    from schemes.registry import FlowTraffic
+    from schemes.registry import get as get_scheme
+    from workloads.experiment import load_experiment
+
+    exp, _, _ = load_experiment(path)
+    job = exp.all_jobs[0]
+    out = run(plan(path))
+    p = out.plan
+    assert p.scheme == job.scheme and f"traffic {job.scheme}" in format_outcome(out)
+    if get_scheme(job.scheme).flow is FlowTraffic.PS_PHASES:
+        assert out.result.messages == 2 * len(p.workers) * len(p.pss)
+    else:  # the schedule `testbed run` compiles for this job: its sends are the simulated messages
+        from runs.engine_job import prepare
+        from schemes.schedule import Op
+
+        assert (p.workers, p.pss) == tuple(job_hosts(job, p.net, str(path)))
+        ran = prepare(job.model_copy(update={"compute_s": 0.0}), p.net, p.net.spec.scale * exp.compress, str(path))
+        sends = [ran.sched.chunks[s.chunk].nbytes for st in ran.sched.steps.values() for s in st if s.op == Op.SEND]
+        assert out.result.messages == len(sends) == len(out.traffic)
+        assert sum(out.traffic.nbytes) == pytest.approx(sum(sends), rel=1e-3)
+    assert out.result.iteration_s >= out.bound_s * (1 - 1e-6)  # nothing beats the busiest cable
+
+
 def test_fattree_1k_hosts_iteration():
     """k = 16 (1024 hosts), 4 PSs: only the used pairs are routed; the PS cables are the
     bottleneck with equal flows, so push and pull are each the busiest cable's time."""

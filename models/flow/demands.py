@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.tc import Circuits
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
@@ -111,12 +112,14 @@ def scheme_traffic(
     pss: Sequence[str],
     model_bytes: float,
     region_of: Mapping[str, Sequence[str]] | None = None,
+    **options: Any,
 ) -> Traffic:
     """The traffic of `scheme` (a name of schemes.registry) for this job's hosts: TF's push and
     pull phases, or the scheme's schedule compiled from the network's inputs (regions, address
-    digits, rings both ways: schemes.registry.gather) as the emulator's runs compile it."""
+    digits, rings both ways: schemes.registry.gather) as the emulator's runs compile it, with the
+    job's `options` (hips_stages, hips_parallel)."""
     spec = get_scheme(scheme)
     if spec.flow is FlowTraffic.PS_PHASES:
         return tf_ps(workers, pss, model_bytes, spec.name)
     n_elems = max(len(workers), round(model_bytes / ELEM_BYTES))
-    return from_schedule(spec.compile(gather(net, spec, n_elems, workers, pss, region_of)))
+    return from_schedule(spec.compile(gather(net, spec, n_elems, workers, pss, region_of, **options)))
