@@ -75,9 +75,13 @@ def ring(workers: Sequence[str], n_elems: int) -> Schedule:
 def halving_doubling(workers: Sequence[str], n_elems: int) -> Schedule:
     """Recursive halving (reduce-scatter) then recursive doubling (all-gather), Rabenseifner style.
 
-    With p = 2^k workers: at distance d = p/2, p/4, ..., 1 each worker exchanges half of its
+    With p = 2^k workers: at distance d = 1, 2, 4, ..., p/2 each worker exchanges half of its
     current range with the worker whose rank differs in bit d, keeping the half its bit selects;
-    doubling runs the same exchanges in reverse, copying. That is log2(p) steps each way.
+    doubling runs the same exchanges in reverse (d = p/2 ... 1), copying. That is log2(p) steps
+    each way. As Open MPI's and MPICH's Rabenseifner, the distance doubles as the vector halves:
+    the largest exchange (half the gradient) is between rank neighbours, which share a rack when
+    hosts are listed rack by rack, and only the smallest blocks travel the farthest. (Halving at
+    the largest distance first put 8 S on a 2 x 4-rack uplink where RAT puts 2 S.)
 
     Non-powers of two (W = p + r, r < p), as MPICH does it: before halving, each of the first r
     "extra" workers (ranks p..p+r-1) sends its whole gradient to rank (i - p), which reduces it;
@@ -95,8 +99,8 @@ def halving_doubling(workers: Sequence[str], n_elems: int) -> Schedule:
     lo = [0] * p
     hi = [p] * p
     history: list[tuple[int, list[tuple[int, int]]]] = []
-    d = p // 2
-    while d:
+    d = 1
+    while d < p:
         ranges = [(lo[r], hi[r]) for r in range(p)]
         history.append((d, ranges))
         for r in range(p):
@@ -112,7 +116,7 @@ def halving_doubling(workers: Sequence[str], n_elems: int) -> Schedule:
                 lo[r] = mid
             else:
                 hi[r] = mid
-        d //= 2
+        d *= 2
     for d, ranges in reversed(history):
         for r in range(p):
             partner = r ^ d

@@ -98,7 +98,26 @@ def test_rat_chain_is_2_l_plus_1_and_its_cross_rack_traffic_is_minimal():
     # the colocated PS sends each worker's 4 remote shards (S/8 each) across, each way: 8 x S
     assert cross["mesh"] == pytest.approx(8 * N_ELEMS * 4, abs=64)
     assert cross["rat"] <= cross["ring"] < cross["mesh"]
-    assert cross["rat"] < cross["halving-doubling"]
+    # halving-doubling in Rabenseifner's order (distance doubling as the vector halves): only the
+    # last step's S/8 blocks cross the racks, once each way per worker: 2 x S, as RAT (the old
+    # order, halving at the largest distance first, crossed with S/2 blocks: 8 x S)
+    assert cross["halving-doubling"] == pytest.approx(2 * N_ELEMS * 4, abs=64)
+
+
+def test_halving_doubling_exchanges_its_largest_blocks_with_rank_neighbours():
+    """Step 1 of the reduce-scatter sends half the gradient to rank r ^ 1; each later step halves
+    the block and doubles the distance, and the all-gather mirrors it."""
+    ws = workers(8)
+    sched = compile_scheme("halving-doubling", ws, N_ELEMS)
+    for r, w in enumerate(ws):
+        sends = [(s.peer, sched.chunks[s.chunk].nbytes) for s in sched.steps[w] if s.op == Op.SEND]
+        by_peer: dict[str, int] = {}
+        for peer, nbytes in sends:
+            by_peer[peer] = by_peer.get(peer, 0) + nbytes
+        # each way (reduce-scatter and all-gather) the peer at distance d gets S / (2 d)
+        for d in (1, 2, 4):
+            assert by_peer[ws[r ^ d]] == pytest.approx(2 * N_ELEMS * 4 / (2 * d), abs=64)
+        assert sends[0][0] == ws[r ^ 1] and sends[-1][0] == ws[r ^ 1]
 
 
 def test_rat_spreads_aggregation_over_every_worker():
