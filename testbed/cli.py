@@ -82,11 +82,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from emulation.bringup import TestbedError
         from emulation.ceiling import measure_ceiling
 
-        print("....  datapath ceiling       measuring (~30 s, once; cached)")
+        print(f"....  {'datapath ceiling':24s} measuring (~30 s, once; cached)")
         try:
             measure_ceiling(queue=args.measure)
         except TestbedError as err:  # the emulator is busy, or the probe network did not come up
-            print(f"note  datapath ceiling       not measured: {err}")
+            print(f"note  {'datapath ceiling':24s} not measured: {err}")
     mbps, source = datapath_ceiling()
     print(
         f"{'ok  ' if measured_ceiling() else 'note'}  {'datapath ceiling':24s} {mbps:.0f} Mbit/s at MTU 1500: {source}"
