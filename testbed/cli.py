@@ -82,7 +82,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from emulation.bringup import TestbedError
         from emulation.ceiling import measure_ceiling
 
-        print(f"....  {'datapath ceiling':24s} measuring (~30 s, once; cached)")
+        print(f"....  {'datapath ceiling':24s} measuring (~40 s, once; cached)")
         try:
             measure_ceiling(queue=args.measure)
         except TestbedError as err:  # the emulator is busy, or the probe network did not come up
@@ -687,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--measure",
         action="store_true",
-        help="measure the datapath's faithful ceiling again (~30 s, takes the emulator)",
+        help="measure the datapath's faithful ceiling again (~40 s, takes the emulator)",
     )
     d.add_argument("--no-measure", action="store_true", help="do not measure the ceiling even when none is cached")
     d.set_defaults(func=cmd_doctor)

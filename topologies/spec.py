@@ -97,7 +97,8 @@ def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None) -> tuple[
         return fixed, "fixed figure (not measured on this machine: testbed doctor measures it)"
     mbps = float(got["mbps"]) * fixed / fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU)))
     scaled = "" if fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU))) == fixed else f", scaled to MTU {mtu}"
-    return mbps, f"measured on this machine {got.get('measured', '?')}{scaled}"
+    bound = ", the probe's top step" if got.get("at_least") else ""
+    return mbps, f"measured on this machine {got.get('measured', '?')}{bound}{scaled}"
 
 
 def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
