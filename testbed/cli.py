@@ -80,12 +80,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"{mark}  {c.name:24s} {c.detail}")
     if not bad and (args.measure or (measured_ceiling() is None and not args.no_measure)):
         from emulation.bringup import TestbedError
-        from emulation.ceiling import measure_ceiling
+        from emulation.ceiling import NotMeasured, measure_ceiling
 
         print(f"....  {'datapath ceiling':24s} measuring (~40 s, once; cached)")
         try:
             measure_ceiling(queue=args.measure)
-        except TestbedError as err:  # the emulator is busy, or the probe network did not come up
+        except (TestbedError, NotMeasured) as err:  # the emulator or the machine is busy
             print(f"note  {'datapath ceiling':24s} not measured: {err}")
     mbps, source = datapath_ceiling()
     print(

@@ -219,3 +219,60 @@ def test_every_shipped_file_passes_the_budget_on_this_machine(monkeypatch):
     for quick in (False, True):
         fig, cells = matrix.plan(m, matrix.DEFAULT_FILE, quick)
         matrix.check_budget(fig, cells, matrix.DEFAULT_FILE)
+
+
+class FakeTestbed:
+    """Stands in for emulation.net.Testbed: the probe's logic without an emulator."""
+
+    timings = {"bring_up_s": 1.0, "lock_wait_s": 0.0}
+
+    def __init__(self, _net: object) -> None:
+        pass
+
+    def __enter__(self) -> FakeTestbed:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+    def set_rate(self, *_a: object) -> float:
+        return 0.0
+
+
+def probe(monkeypatch, wires: list[float]) -> dict:
+    """Run the ceiling probe on a fake emulator whose samples hold `wires` in turn."""
+    from emulation import ceiling
+
+    samples = iter(wires)
+    monkeypatch.setattr(ceiling, "Testbed", FakeTestbed)
+    monkeypatch.setattr(ceiling.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(
+        ceiling,
+        "_sample",
+        lambda _tb, agg, _pf, _s: {"aggregate_mbps": agg, "wire_mean": (w := next(samples)), "wire_min": w},
+    )
+    return ceiling.measure_ceiling(queue=False)
+
+
+def test_the_probe_caches_the_last_step_that_held_and_retries_a_low_sample_once(monkeypatch):
+    got = probe(monkeypatch, [0.99, 0.90, 0.98, 0.97, 0.80, 0.70])  # 300, 450 (again), 600, then 750 fails twice
+    assert got["mbps"] == 600.0 and not got["at_least"]
+    assert datapath_ceiling(1500) == (600.0, "measured on this machine " + got["measured"])
+
+
+def test_a_probe_that_holds_nothing_caches_nothing(monkeypatch):
+    from emulation.ceiling import NotMeasured
+
+    with pytest.raises(NotMeasured, match="nothing cached"):
+        probe(monkeypatch, [0.7, 0.6])
+    assert datapath_ceiling(1500)[0] == FIDELITY_BUDGETS_MBPS[1500]
+
+
+def test_a_busy_machine_is_not_measured(monkeypatch):
+    from emulation import ceiling
+
+    monkeypatch.setattr(ceiling, "Testbed", FakeTestbed)
+    monkeypatch.setattr(ceiling.os, "getloadavg", lambda: (12.0, 8.0, 4.0))
+    with pytest.raises(ceiling.NotMeasured, match="busy"):
+        ceiling.measure_ceiling(queue=False)
+    assert "fixed figure" in datapath_ceiling(1500)[1]
