@@ -19,7 +19,7 @@ through the sweep's code (replays.sweep: point_topology, point_experiment, run_r
 runs.runner.run_job) into results/<matrix>/points/<cell>/rep<k>/, so a matrix resumes as a
 sweep does: finished cells are kept. Unlike a figure, no cell is re-run at a larger scale: every cell
 runs at the file's rate with the same gradient, and an unfaithful cell keeps its verdict. A cell
-whose offered load (replays.sweep.offered_load_mbps, scheme-aware) exceeds the emulator's budget
+whose offered load (workloads.budget.offered_load_mbps, scheme-aware) exceeds the emulator's budget
 makes the file refused, naming the cell and the highest rate that fits.
 """
 
@@ -42,6 +42,7 @@ from schemes.registry import get as get_scheme
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import InputError, SafeName, TopologySpec, fidelity_budget_mbps, one_line_error, read_yaml
+from workloads.budget import OVERRIDE_TOPO, check_job
 from workloads.experiment import ExperimentError, JobSpec
 
 LOG = logging.getLogger(__name__)
@@ -203,6 +204,16 @@ def plan(m: MatrixSpec, path: Path, quick: bool = False) -> tuple[Figure, list[C
     return fig, cells
 
 
+def check_budget(fig: Figure, cells: list[Cell], path: Path) -> None:
+    """Refuse the matrix (BudgetError) if a cell that runs would not fit this machine
+    (workloads.budget), before the first cell is built."""
+    for c in cells:
+        if c.applies and c.spec is not None:
+            exp = sweep.point_experiment(fig, c.point, quick=False)
+            where = f"{path} (cell {c.point.id})"
+            check_job(c.spec, c.source, exp.all_jobs, exp.compress, where, override=OVERRIDE_TOPO)
+
+
 def run_matrix(
     path: Path = DEFAULT_FILE,
     quick: bool = False,
@@ -211,6 +222,7 @@ def run_matrix(
     results: Path = REPO / "results",
     progress: bool = True,
     report_only: bool = False,
+    budget: bool = True,
 ) -> MatrixRun:
     """Run (or resume) every cell that applies (none with `report_only`); the table and heat map
     are replays.matrix_report's (write_matrix_report(run))."""
@@ -218,6 +230,8 @@ def run_matrix(
 
     m = load_matrix(path)
     fig, cells = plan(m, path, quick)
+    if budget and not report_only:
+        check_budget(fig, cells, path)
     out = results / fig.figure
     reps = repeat or fig.repeat
     todo = [(c, k) for c in cells if c.applies for k in range(1, reps + 1)]

@@ -35,14 +35,11 @@ from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point
 from replays.report import write_report
 from runs import rounds
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
-from schemes.registry import SCHEMES, Need
-from topologies.build import build_network
 from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
+from workloads.budget import BUDGET_HOPS, OVERRIDE_TOPO, check_job, offered_load_mbps
 from workloads.experiment import ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
-#: emulated switch hops that the budget (topologies.spec.FIDELITY_BUDGETS_MBPS) was measured over
-BUDGET_HOPS = 3
 #: an unfaithful repetition is run once more at this many times its scale
 RETRY_SCALE = 2.0
 #: characters of a stall's message kept in the retry record
@@ -72,35 +69,6 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     return spec, str(path), note
 
 
-def offered_load_mbps(spec: TopologySpec, scheme: str = DEFAULT_SCHEME) -> float:
-    """Rate the job can move at once through the datapath, weighted by switch hops (normalised to
-    the 3 hops the budget was measured over). PS jobs: the smaller of what the workers can send and
-    what the PSs' cables can take (push and pull alternate, so one direction at a time); worker-
-    to-worker schemes (mesh, ring, rat, ...): every worker sending at its rate, over the average
-    path between workers (an upper bound: oversubscribed uplinks carry less); HiPS variants: every
-    server sending on all its NICs at once (h parallel processes), over the paths within its groups.
-    Which of these a scheme is follows from what it needs (schemes.registry: PS hosts, address digits)."""
-    from controller.routing import compute_paths, path_nodes
-    from controller.tc import initial_circuits
-
-    net = build_network(spec)
-    workers = sum(min(ln.mbps for ln in net.links_of(w.name)) for w in net.workers())
-    digits = net.family.address_digits(net)
-    needs = SCHEMES[scheme].needs if scheme in SCHEMES else frozenset()  # an unknown one: the job's check says so
-    if Need.DIGITS in needs and digits:  # every server, on all its NICs at once, within its groups
-        pairs = [(a, b) for a in digits for b in digits if sum(map(int.__ne__, digits[a], digits[b])) == 1]
-        rate = sum(ln.mbps for h in digits for ln in net.links_of(h))
-    elif Need.PS_HOSTS in needs:
-        pairs = [(w.name, p.name) for w in net.workers() for p in net.pss()]
-        rate = min(workers, sum(ln.mbps for p in net.pss() for ln in net.links_of(p.name)))
-    else:
-        pairs = [(a.name, b.name) for a in net.workers() for b in net.workers() if a.name != b.name]
-        rate = workers
-    paths = compute_paths(net, initial_circuits(net), pairs=pairs)
-    hops = [sum(not net.nodes[n].is_host for n in path_nodes(net, paths[pr])) for pr in pairs if pr in paths]
-    return rate * (sum(hops) / len(hops) if hops else 0) / BUDGET_HOPS
-
-
 def point_experiment(fig: Figure, point: Point, quick: bool, compare: bool = False) -> ExperimentSpec:
     """The point's run; `compare`: its comparison run (the figure's `compare` job fields on top)."""
     job = {**fig.job, **point.job}
@@ -118,6 +86,21 @@ def point_experiment(fig: Figure, point: Point, quick: bool, compare: bool = Fal
         job=JobSpec.model_validate(job),
         timeline=point.timeline,
     )
+
+
+def check_budget(fig: Figure, quick: bool, todo: list[tuple[Point, int, bool]] | None = None) -> None:
+    """Refuse the whole figure (BudgetError) if any of its runs would not fit this machine
+    (workloads.budget), before the first is built: a sweep that fails at its 7th point has spent
+    the first six for nothing."""
+    seen = set()
+    for point, _, cmp in todo if todo is not None else runs(fig, quick, 1):
+        if (point.id, cmp) in seen:
+            continue
+        seen.add((point.id, cmp))
+        spec, source, _ = point_topology(fig, point)
+        exp = point_experiment(fig, point, quick, compare=cmp)
+        where = f"{FIGURES / fig.figure}.yaml (point {point.id})"
+        check_job(spec, source, exp.all_jobs, exp.compress, where, override=OVERRIDE_TOPO)
 
 
 def points_to_run(fig: Figure, quick: bool) -> list[Point]:
@@ -264,9 +247,11 @@ def run_figure(
     results: Path = REPO / "results",
     progress: bool = True,
     repeat_as: str | None = None,
+    budget: bool = True,
 ) -> Path:
     """Run (or resume) a figure's sweep, then write its CSV, plot and report; returns the folder.
-    `repeat_as`: rounds or runs (runs.rounds), over the figure file's `repeat_as`."""
+    `repeat_as`: rounds or runs (runs.rounds), over the figure file's `repeat_as`. `budget=False`
+    (`--no-budget`) skips the resource budget every point is checked against before any runs."""
     from tqdm import tqdm
 
     fig = load_figure(name)
@@ -276,6 +261,8 @@ def run_figure(
     if fresh:
         for p, k, cmp in todo:
             (run_dir(out, fig, p, k, cmp) / "summary.json").unlink(missing_ok=True)
+    if budget:
+        check_budget(fig, quick, todo)
     notes: dict[str, str] = {}
     ran = False
     t0 = time.monotonic()

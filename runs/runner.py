@@ -40,6 +40,7 @@ from tfjob import hosttime
 from tfjob.procs import JobRun, failover
 from topologies.build import build_network
 from topologies.schema import TopologySpec
+from workloads.budget import check_experiment
 from workloads.errors import RunError, Unrecoverable
 from workloads.experiment import ExperimentSpec, JobSpec, load_experiment
 
@@ -49,10 +50,15 @@ REPO = Path(__file__).resolve().parent.parent
 __all__ = ["RunError", "RunResult", "resolve_jobs", "run_experiment", "run_job"]
 
 
-def run_experiment(path: str | Path, results: Path = REPO / "results", progress: bool = True) -> RunResult:
+def run_experiment(
+    path: str | Path, results: Path = REPO / "results", progress: bool = True, budget: bool = True
+) -> RunResult:
     """Run an experiment file in the emulator; results in results/<name>/ (see `run_job`). Real
-    servers: servers.hardware.run_hardware_experiment."""
+    servers: servers.hardware.run_hardware_experiment. The resource budget (workloads.budget) is
+    checked before anything is built, unless `budget=False` (`--no-budget`) or the file says off."""
     exp, topo, topo_path = load_experiment(path)
+    if budget:
+        check_experiment(exp, topo, path, topo_path)
     return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
 
 

@@ -69,14 +69,28 @@ this checkout, so topologies/psnet-testbed.yaml works from anywhere. What the te
 (--png, remote --results). This checkout: {repo}"""
 
 
-def cmd_doctor(_args: argparse.Namespace) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from emulation import doctor
+    from topologies.spec import datapath_ceiling, measured_ceiling
 
     bad = 0
     for c in doctor.checks():
         mark = "ok  " if c.ok else ("FAIL" if c.blocking else "note")
         bad += (not c.ok) and c.blocking
         print(f"{mark}  {c.name:24s} {c.detail}")
+    if not bad and (args.measure or (measured_ceiling() is None and not args.no_measure)):
+        from emulation.bringup import TestbedError
+        from emulation.ceiling import NotMeasured, measure_ceiling
+
+        print(f"....  {'datapath ceiling':24s} measuring (~40 s, once; cached)")
+        try:
+            measure_ceiling(queue=args.measure)
+        except (TestbedError, NotMeasured) as err:  # the emulator or the machine is busy
+            print(f"note  {'datapath ceiling':24s} not measured: {err}")
+    mbps, source = datapath_ceiling()
+    print(
+        f"{'ok  ' if measured_ceiling() else 'note'}  {'datapath ceiling':24s} {mbps:.0f} Mbit/s at MTU 1500: {source}"
+    )
     print("ready to emulate" if not bad else f"{bad} blocking problem(s): fix them, then run testbed doctor again")
     return 1 if bad else 0
 
@@ -108,6 +122,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from emulation.net import Testbed
     from testbed.check import format_rows, run_checks
 
+    _topology_budget(args)
     with Testbed(args.file) as tb:
         rows = run_checks(tb, iperf_s=args.iperf_seconds)
     print(format_rows(rows))
@@ -116,10 +131,22 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _topology_budget(args: argparse.Namespace) -> None:
+    """`topo up`/`topo check`: refuse a network that would not fit this machine before it is built."""
+    if args.no_budget:
+        LOG.warning("--no-budget: the resource budget is not checked")
+        return
+    from topologies.schema import load_spec
+    from workloads.budget import check_topology
+
+    check_topology(load_spec(args.file), args.file)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from emulation.net import Testbed
     from testbed.mncli import TestbedCLI
 
+    _topology_budget(args)
     with Testbed(args.file) as tb:
         print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; control channel 127.0.0.1:{tb.channel_port}")
         if args.cli:
@@ -142,7 +169,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=progress_on(args))
     else:
-        res = run_experiment(args.experiment, progress=progress_on(args))
+        if args.no_budget:
+            LOG.warning("--no-budget: the resource budget is not checked")
+        res = run_experiment(args.experiment, progress=progress_on(args), budget=not args.no_budget)
     s = res.summary
     if s.get("scheme"):
         _print_scheme_run(s, res.out_dir)
@@ -354,6 +383,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 results=Path(args.results),
                 progress=progress_on(args),
                 repeat_as=args.repeat_as,
+                budget=not args.no_budget,
             )
         print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
         shortfalls += _report_shortfalls(name, out)
@@ -372,7 +402,15 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     from replays.matrix_report import write_matrix_report
 
     only, progress = args.report_only, progress_on(args)
-    run = run_matrix(Path(args.file), args.quick, args.repeat, args.fresh, progress=progress, report_only=only)
+    run = run_matrix(
+        Path(args.file),
+        args.quick,
+        args.repeat,
+        args.fresh,
+        progress=progress,
+        report_only=only,
+        budget=not args.no_budget,
+    )
     rep = write_matrix_report(run)
     print(f"{run.fig.figure}: {run.out / 'matrix.md'}  {run.out / (run.spec.matrix + '.png')}")
     return strict_code(
@@ -645,7 +683,18 @@ def build_parser() -> argparse.ArgumentParser:
     def command(parent: argparse._SubParsersAction, name: str, **kw: object) -> argparse.ArgumentParser:
         return parent.add_parser(name, parents=common, **kw)  # type: ignore[arg-type]
 
-    command(sub, "doctor", help="check this machine").set_defaults(func=cmd_doctor)
+    d = command(sub, "doctor", help="check this machine; measure its datapath ceiling once (cached)")
+    d.add_argument(
+        "--measure",
+        action="store_true",
+        help="measure the datapath's faithful ceiling again (~40 s, takes the emulator)",
+    )
+    d.add_argument("--no-measure", action="store_true", help="do not measure the ceiling even when none is cached")
+    d.set_defaults(func=cmd_doctor)
+    no_budget = {
+        "action": "store_true",
+        "help": "do not check the resource budget (memory, cores, the datapath's ceiling) before building",
+    }
     c = command(sub, "clean", help="remove leftovers of crashed runs")
     c.add_argument("--all", action="store_true", help="also runs whose owner process is alive")
     c.set_defaults(func=cmd_clean)
@@ -657,15 +706,18 @@ def build_parser() -> argparse.ArgumentParser:
     k = command(topo, "check", help="bring up, route, measure, print verdicts")
     k.add_argument("file")
     k.add_argument("--iperf-seconds", type=float, default=3.0, help="length of the shaping probe (0 = skip)")
+    k.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     k.set_defaults(func=cmd_check)
     u = command(topo, "up", help="bring up (and open Mininet's CLI with --cli)")
     u.add_argument("file")
     u.add_argument("--cli", action="store_true", help="drop into Mininet's CLI (else stay up until Ctrl-C)")
+    u.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     u.set_defaults(func=cmd_up)
     r = command(sub, "run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
+    r.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     r.set_defaults(func=cmd_run)
     cp = command(sub, "compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
     cp.add_argument("run_a", help="a results folder, or a run name under results/")
@@ -696,6 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "--results", default=str(REPO_DIR / "results"), help="where figure folders go (default: %(default)s)"
     )
+    rp.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     rp.set_defaults(func=cmd_replay)
     mx = command(sub, "matrix", help="every topology x scheme cell at one rate: table + heat map")
     mx.add_argument(
@@ -705,6 +758,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--repeat", type=int, default=None, help="runs per cell (default: the file's)")
     mx.add_argument("--fresh", action="store_true", help="rerun cells already finished")
     mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
+    mx.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     mx.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     mx.set_defaults(func=cmd_matrix)
     rr = command(

@@ -86,7 +86,7 @@ def plan(ns: argparse.Namespace) -> Plan:
                 "files); run `testbed run EXPERIMENT --hosts INVENTORY` on a machine that reaches the servers"
             )
         p = _plan_run(Path(ns.experiment))
-        p.argv = [*verbose, *p.argv, *(["--no-progress"] if ns.no_progress else [])]
+        p.argv = [*verbose, *p.argv, *(["--no-progress"] if ns.no_progress else []), *_no_budget(ns)]
         return p
     if ns.command == "replay":
         return _plan_replay(ns, verbose)
@@ -96,6 +96,11 @@ def plan(ns: argparse.Namespace) -> Plan:
         f"remote: {ns.command} {getattr(ns, 'topo_command', '')} is not run remotely; use one of "
         "run, replay, topo check, topo show, doctor, setup"
     )
+
+
+def _no_budget(ns: argparse.Namespace) -> list[str]:
+    """`--no-budget`, forwarded: the budget is the remote machine's, checked there."""
+    return ["--no-budget"] if getattr(ns, "no_budget", False) else []
 
 
 def _plan_run(path: Path) -> Plan:
@@ -139,6 +144,7 @@ def _plan_replay(ns: argparse.Namespace, verbose: list[str]) -> Plan:
     argv += ["--fresh"] if ns.fresh else []
     argv += ["--report-only"] if ns.report_only else []
     argv += ["--no-progress"] if ns.no_progress else []
+    argv += _no_budget(ns)
     return Plan(argv=argv, push=push, fetch=[f"{n}-quick" if ns.quick else n for n in names])
 
 
@@ -150,7 +156,8 @@ def _plan_topo(ns: argparse.Namespace, verbose: list[str]) -> Plan:
     remote = f"{INPUTS}/topologies/{check_name(local.name)}"
     push = [(local.read_bytes(), remote)]
     if ns.topo_command == "check":
-        return Plan(argv=[*verbose, "topo", "check", remote, "--iperf-seconds", repr(ns.iperf_seconds)], push=push)
+        argv = [*verbose, "topo", "check", remote, "--iperf-seconds", repr(ns.iperf_seconds), *_no_budget(ns)]
+        return Plan(argv=argv, push=push)
     if ns.png not in (None, ""):
         raise InputError(
             f"--png {ns.png}: names a path on the remote machine; leave it out (the drawing is fetched "

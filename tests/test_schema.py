@@ -354,7 +354,8 @@ def test_each_file_validates_into_its_kinds_own_spec():
         assert type(spec) in (PSNetSpec, FatTreeSpec, BCubeSpec, TorusSpec)  # still importable from topologies.schema
 
 
-def test_the_fidelity_budget_follows_the_mtu(tmp_path):
+def test_the_fidelity_budget_follows_the_mtu(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing measured: the fixed figures
     assert fidelity_budget_mbps() == fidelity_budget_mbps(1500) == FIDELITY_BUDGETS_MBPS[1500]
     assert fidelity_budget_mbps(9000) == FIDELITY_BUDGETS_MBPS[9000] > FIDELITY_BUDGETS_MBPS[1500]
     assert fidelity_budget_mbps(4000) == FIDELITY_BUDGETS_MBPS[1500]  # not measured: the next lower MTU's

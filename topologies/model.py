@@ -442,6 +442,9 @@ class Kind(ABC):
     rings_both_ways: ClassVar[bool] = False
     #: the paper's BCT model for this kind, or None where the paper gives none
     bct: ClassVar[BctFacts | None] = None
+    #: the file's fields that set how many hosts and switches are built: the resource budget
+    #: (workloads/budget.py) names them when a network would not fit this machine
+    size_fields: ClassVar[str] = "workers"
     #: random failures draw from cables of these kinds and switches of these roles: the ones
     #: whose loss leaves every worker a path (never a worker's own cable; but with PSNet R = 1,
     #: as in psnet-1tor, or BCube k = 0 a PS's or server's only cable is among them)

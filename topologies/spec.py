@@ -13,7 +13,10 @@ the userspace datapath of this machine can carry faithfully.
 from __future__ import annotations
 
 import difflib
+import json
 import math
+import os
+import platform
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,14 +32,89 @@ EMULATOR_CEILING_MBPS = 1000.0
 #: interface MTU: the highest aggregate that held in consecutive idle runs of
 #: `scripts/bench_network.sh --only shaping` (6 flows through ECS and ToR). ovs-vswitchd's one
 #: thread pays per packet, so jumbo frames (~6x fewer packets per byte) carry more. The fidelity
-#: monitor measures every run; this only warns and raises a figure point's scale.
+#: monitor measures every run; this only warns and raises a figure point's scale. These came from
+#: a faster machine (a fresh 2-core VM held 95% only to 600 Mbit/s): `testbed doctor` measures
+#: this machine's and caches it (`datapath_ceiling`); these are the fallback when it has not.
 FIDELITY_BUDGETS_MBPS = {1500: 900.0, 9000: 1200.0}
 DEFAULT_MTU = 1500
 
 
-def fidelity_budget_mbps(mtu: int = DEFAULT_MTU) -> float:
-    """The budget measured at the largest MTU not above `mtu` (the default MTU's below it)."""
+def fixed_budget_mbps(mtu: int = DEFAULT_MTU) -> float:
+    """The fixed budget at the largest MTU not above `mtu` (the default MTU's below it)."""
     return FIDELITY_BUDGETS_MBPS[max([m for m in FIDELITY_BUDGETS_MBPS if m <= mtu], default=DEFAULT_MTU)]
+
+
+def fidelity_budget_mbps(mtu: int = DEFAULT_MTU) -> float:
+    """The faithful aggregate at `mtu` on this machine: measured (`testbed doctor`, cached in
+    `ceiling_cache_file()`) when it was, else the fixed figure (see `datapath_ceiling`)."""
+    return datapath_ceiling(mtu)[0]
+
+
+# ---------------------------------------------------------------- the datapath's ceiling, per machine
+
+
+def machine_key() -> str:
+    """This machine as the ceiling cache knows it: host name, CPU model and core count. The
+    ceiling is one ovs-vswitchd thread's on this CPU, so a home folder copied to another machine
+    (or a resized VM) must not carry its figure along."""
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{platform.node()}|{cpu}|{os.cpu_count()}"
+
+
+def ceiling_cache_file() -> Path:
+    """~/.cache/psnet-testbed/datapath-ceiling.json (honouring XDG_CACHE_HOME), beside tfjob's
+    calibration and host-time caches."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "psnet-testbed" / "datapath-ceiling.json"
+
+
+def measured_ceiling(path: Path | None = None) -> dict | None:
+    """This machine's cached measurement ({"mbps": ..., "mtu": 1500, "measured": date, ...}), or
+    None when nothing was measured here (or the file is unreadable: then the fixed figure holds)."""
+    try:
+        entry = json.loads((path or ceiling_cache_file()).read_text()).get(machine_key())
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("mbps"), int | float) or entry["mbps"] <= 0:
+        return None
+    return entry
+
+
+def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None) -> tuple[float, str]:
+    """(Mbit/s, where it came from) of the faithful aggregate at `mtu`. A measurement of this
+    machine wins over the fixed figures, which came from a faster machine; it is taken at the
+    default MTU only (to stay short), so other MTUs scale it by the fixed figures' ratio."""
+    fixed = fixed_budget_mbps(mtu)
+    got = measured_ceiling(path)
+    if got is None:
+        return fixed, "fixed figure (not measured on this machine: testbed doctor measures it)"
+    mbps = float(got["mbps"]) * fixed / fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU)))
+    scaled = "" if fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU))) == fixed else f", scaled to MTU {mtu}"
+    bound = ", the probe's top step" if got.get("at_least") else ""
+    return mbps, f"measured on this machine {got.get('measured', '?')}{bound}{scaled}"
+
+
+def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
+    """Cache this machine's measured ceiling (the default MTU's), replacing the file atomically."""
+    p = path or ceiling_cache_file()
+    try:
+        data = json.loads(p.read_text())
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    data[machine_key()] = {"mbps": mbps, "mtu": DEFAULT_MTU, **detail}
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
+    tmp.replace(p)
+    return p
 
 
 Mbps = Annotated[float, Field(gt=0, description="paper-equivalent rate in Mbit/s")]

@@ -148,6 +148,11 @@ class ExperimentSpec(BaseModel):
     dark_ms: float | None = Field(default=None, ge=0, description="overrides the topology's ECS dark period")
     timeline: list[TimelineEvent] = Field(default_factory=list, description="events applied while the job runs")
     random_failures: RandomFailures | None = None
+    budget: bool = Field(
+        default=True,
+        description="off: do not check the resource budget (memory, cores, the datapath's ceiling) before "
+        "building; for users who know the machine holds more than the per-process estimates say",
+    )
 
     @model_validator(mode="after")
     def _one_of_job_jobs(self) -> ExperimentSpec:

@@ -16,8 +16,12 @@ from pydantic import Field, ValidationInfo, model_validator
 from topologies.model import Kind, LinkKind, Network, Node, NodeId, Role, dpid_for, dpid_parts, ip_octets, mac_for
 from topologies.spec import SpecBase, emulating
 
-
 # --- spec (the `kind: bcube` file) ------------------------------------------------------------
+#: servers are 10.1.x.y with x.y = index + 1 (two octets), switches 10.(2 + level).x.y
+MAX_SERVERS = 65534
+MAX_LEVEL = 253
+
+
 class BCubeSpec(SpecBase):
     """BCube(n, k): n^(k+1) servers with k+1 NICs, n-port switches on k+1 levels; servers relay."""
 
@@ -29,7 +33,17 @@ class BCubeSpec(SpecBase):
 
     @model_validator(mode="after")
     def _shape(self, info: ValidationInfo) -> BCubeSpec:
+        if self.k > MAX_LEVEL or self.n > MAX_SERVERS:  # before n ** (k + 1): a huge power takes long
+            raise ValueError(
+                f"n, k: BCube({self.n},{self.k}) overflows its addresses; keep k <= {MAX_LEVEL}, "
+                f"n ** (k + 1) <= {MAX_SERVERS}"
+            )
         servers = self.n ** (self.k + 1)
+        if servers > MAX_SERVERS:  # every use: the flow model builds the same addresses
+            raise ValueError(
+                f"n, k: BCube({self.n},{self.k}) has {servers} servers, past its addresses (10.1.x.y); "
+                f"keep n ** (k + 1) <= {MAX_SERVERS}"
+            )
         if servers > 256 and emulating(info):  # the emulator's cap; the flow model has none
             raise ValueError(f"n, k: BCube({self.n},{self.k}) has {servers} servers; keep <= 256")
         if self.ps >= servers:
@@ -178,6 +192,7 @@ class BCubeKind(Kind):
     name = "bcube"
     title = "BCube"
     spec_class = BCubeSpec
+    size_fields = "n, k"
     node_id = BCubeId
     l2_by_next_server = True
     bct = None  # the paper gives no BCT model for BCube

@@ -34,8 +34,11 @@ from topologies.model import (
 )
 from topologies.spec import SpecBase
 
-
 # --- spec (the `kind: fattree` file) ----------------------------------------------------------
+#: the largest even k whose addresses fit: pods 0..k-1 and the cores' 10.k.j.i in one octet
+MAX_K = 254
+
+
 class FatTreeSpec(SpecBase):
     """FatTree(k) with oversubscription r at the ToR layer (Eq. 7: B_a = B_c = B_w / r)."""
 
@@ -55,6 +58,11 @@ class FatTreeSpec(SpecBase):
 
     @model_validator(mode="after")
     def _shape(self) -> FatTreeSpec:
+        if self.k > MAX_K:  # first: a too-large k fails every later count check with a misleading fix
+            raise ValueError(
+                f"k: FatTree(k={self.k}) overflows its addresses (pods and core switches are one octet: "
+                f"10.pod.sw.id, cores 10.k.j.i); use k <= {MAX_K}"
+            )
         if self.k % 2:
             raise ValueError(f"k: FatTree needs an even k, got {self.k}; use {self.k + 1}")
         if self.n_pods > self.k:
@@ -246,6 +254,7 @@ class FatTreeKind(Kind):
     name = "fattree"
     title = "FatTree"
     spec_class = FatTreeSpec
+    size_fields = "k, pods"
     node_id = FatTreeId
     bct = BctFacts(
         BctScenario.FATTREE,

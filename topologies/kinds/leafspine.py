@@ -185,6 +185,7 @@ class LeafSpineKind(Kind):
     name = "leafspine"
     title = "leaf-spine"
     spec_class = LeafSpineSpec
+    size_fields = "leaves, hosts_per_leaf"
     node_id = LeafSpineId
     # with PSs, the FatTree model applies: B_w, B_s on host cables, C flows on the uplinks
     bct = BctFacts(BctScenario.FATTREE, LinkKind.HOST_TOR, LinkKind.HOST_TOR, frozenset({LinkKind.LEAF_SPINE}))

@@ -39,8 +39,11 @@ from topologies.model import (
 )
 from topologies.spec import SpecBase
 
-
 # --- spec (the `kind: psnet` file) ------------------------------------------------------------
+#: every number in a PSNet address (10.mid.swid.wid) is one octet
+MAX_OCTET = 255
+
+
 class PSNetSpec(SpecBase):
     """PSNet (Section 3): H modules, each an ECS, R ToRs, a SuperNode switch and P multi-NIC PSs."""
 
@@ -62,6 +65,7 @@ class PSNetSpec(SpecBase):
 
     @model_validator(mode="after")
     def _shape(self) -> PSNetSpec:
+        self._check_addresses()
         if 2 < self.modules <= self.tors:
             raise ValueError(
                 f"modules: an R-regular graph of H={self.modules} SuperNodes needs H > R={self.tors}"
@@ -100,6 +104,35 @@ class PSNetSpec(SpecBase):
                     f"{self.m_d} ECS-facing ports (tor_downlinks); raise tor_downlinks"
                 )
         return self
+
+    def _check_addresses(self) -> None:
+        """Every number of 10.mid.swid.wid is one octet: modules, the SuperNode's swid R+1, the
+        PSs' psid and the workers' index under their home ToR. Checked first and for every use
+        (the flow model builds the same addresses): past it, nodes would get invalid addresses."""
+        if self.modules > MAX_OCTET:
+            raise ValueError(f"modules: {self.modules} modules overflow 10.mid.x.x; use modules <= {MAX_OCTET}")
+        if self.tors > MAX_OCTET - 1:
+            raise ValueError(
+                f"tors: {self.tors} ToRs overflow 10.mid.swid.0 (the SuperNode takes swid R+1); "
+                f"use tors <= {MAX_OCTET - 1}"
+            )
+        if self.ps + self.standby_ps > MAX_OCTET:
+            field = "standby_ps" if self.standby_ps else "ps"
+            raise ValueError(
+                f"{field}: {self.ps + self.standby_ps} PSs per module overflow 10.mid.0.psid; keep ps + standby_ps "
+                f"<= {MAX_OCTET}"
+            )
+        w = self.workers
+        if isinstance(w, int):
+            per_tor = -(-w // self.tors)
+        else:
+            flat = [c for row in w for c in (row if isinstance(row, list) else [row])]
+            per_tor = max(flat, default=0)
+        if per_tor > MAX_OCTET:
+            raise ValueError(
+                f"workers: {per_tor} workers under one ToR overflow 10.mid.swid.wid; keep <= {MAX_OCTET} per ToR "
+                f"(<= {MAX_OCTET * self.tors} per module with tors: {self.tors})"
+            )
 
     def deployments(self) -> list[list[int] | None]:
         """Per module: the deployment from the file, or None where the TC balances."""
@@ -341,6 +374,7 @@ class PSNetKind(Kind):
     name = "psnet"
     title = "PSNet"
     spec_class = PSNetSpec
+    size_fields = "modules, tors, workers"
     node_id = PSNetId
     has_ecs = True
     standby_in_module = True

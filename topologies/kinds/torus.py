@@ -213,6 +213,7 @@ class TorusKind(Kind):
     name = "torus"
     title = "Torus"
     spec_class = TorusSpec
+    size_fields = "n, h"
     node_id = TorusId
     l2_by_next_server = True  # a wire forwards by the MAC of the server NIC on each port
     rings_both_ways = True  # a digit's group is a ring of cables: + and - NICs carry one ring each
