@@ -9,13 +9,14 @@ side, with their ratio, and judges the paper's statements (the file's `claims`) 
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replays.modelfig import ModelClaim, ModelFigure
+from replays.claims import Claim
+from replays.modelfig import ModelFigure
 
 LOG = logging.getLogger(__name__)
 
@@ -27,25 +28,63 @@ def _by(rows: list[dict[str, Any]], panel: str, series: str, field: str) -> dict
     return {r["W"]: r[field] for r in rows if r["panel"] == panel and r["series"] == series and r.get(field)}
 
 
-def judge(claim: ModelClaim, rows: list[dict[str, Any]], field: str) -> tuple[str, str]:
-    """(verdict, numbers) of one claim on one model's values (`field`): holds, does NOT hold,
-    or not measured (no W has every series it names)."""
-    names = [*claim.series, claim.of] if claim.type == "overlap" else claim.series
-    values = {s: _by(rows, claim.panel, s, field) for s in names}
-    ws = sorted(set.intersection(*(set(v) for v in values.values())))
-    if not ws:
-        return "not measured", ""
-    if claim.type == "overlap":
-        gaps = {w: abs(values[claim.series[0]][w] - values[claim.of][w]) / values[claim.of][w] * 100 for w in ws}
-        worst = max(gaps, key=lambda w: gaps[w])
-        ok = gaps[worst] <= claim.percent
-        return ("holds" if ok else "does NOT hold"), f"largest gap {gaps[worst]:.2f}% at W={worst}"
-    ok = all(values[a][w] >= values[b][w] * (1 - 1e-9) for a, b in itertools.pairwise(names) for w in ws)
-    last = ws[-1]
-    if claim.strict:
-        ok = ok and values[names[0]][last] > values[names[-1]][last] * (1 + 1e-9)
-    detail = " > ".join(f"{s} {values[s][last]:.3f} s" for s in names)
-    return ("holds" if ok else "does NOT hold"), f"at W={last}: {detail}"
+@dataclass(frozen=True)
+class ModelPoint:
+    """A model figure's point as a claim reads it (replays.claims.PointLike): its panel is the
+    group, W the x."""
+
+    id: str
+    series: str
+    group: str
+    x: float
+    x_name: str = "W"
+
+
+@dataclass(frozen=True)
+class ModelValue:
+    """One point's value on one model, as replays.claims.Measured: `bct` is the figure's y (the
+    communication time); a model's value has no fidelity verdict, compress or host-time split."""
+
+    point: ModelPoint
+    bct: float | None
+    faithful: bool | None = None
+    unfaithful_reason: str = ""
+    compress: float = 1.0
+    rest_s: float | None = None
+    bct_paper: float | None = None
+
+    @property
+    def pred(self) -> dict:
+        return {}
+
+    @property
+    def placed(self) -> dict:
+        return {}
+
+
+def model_values(rows: list[dict[str, Any]], field: str) -> list[ModelValue]:
+    """The rows as one model's values (`field`), one per (panel, series, W), for replays.claims."""
+    out: dict[tuple[str, str, int], ModelValue] = {}
+    for r in rows:
+        key = (r["panel"], r["series"], r["W"])
+        point = ModelPoint(f"{r['panel']}-{r['series']}-W{r['W']}", r["series"], r["panel"], r["W"])
+        out.setdefault(key, ModelValue(point, r.get(field) or None))
+    return list(out.values())
+
+
+def judge(claims: list[Claim], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every claim on each model (claims in file order, each on the analytic model then the flow
+    model), by replays.claims in each panel the claim names: ClaimResults as report.json keeps
+    them, with the model's name."""
+    out = []
+    for claim in claims:
+        for model, field in MODELS.items():
+            values = model_values(rows, field)
+            for panel in claim.groups or dict.fromkeys(v.point.group for v in values):
+                in_panel = [v for v in values if v.point.group == panel]
+                for result in claim.evaluate(panel, in_panel, {}):
+                    out.append({**result.model_dump(), "model": model})
+    return out
 
 
 def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
@@ -145,11 +184,7 @@ def write_model_report(
 ) -> None:
     write_csv(out / "summary.csv", rows)
     plot(fig, rows, out / f"{fig.figure}.png")
-    verdicts = []
-    for claim in fig.claims:
-        for model, field in MODELS.items():
-            verdict, detail = judge(claim, rows, field)
-            verdicts.append({"text": claim.text, "model": model, "verdict": verdict, "detail": detail})
+    verdicts = judge(fig.claims, rows)
     notes = sorted({r["flowmodel_note"] for r in rows if r.get("flowmodel_note")})
     flow_wall = sum(r.get("wall_s", 0.0) for r in rows)
     md = [
@@ -167,7 +202,7 @@ def write_model_report(
         "",
         "| claim | model | verdict | numbers |",
         "|---|---|---|---|",
-        *[f"| {v['text']} | {v['model']} | {v['verdict']} | {v['detail']} |" for v in verdicts],
+        *[f"| {v['label']} | {v['model']} | {v['verdict']} | {v['detail']} |" for v in verdicts],
         "",
         "## Flow model against analytic",
         "",

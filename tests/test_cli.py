@@ -300,7 +300,7 @@ def test_strict_turns_a_claim_that_did_not_hold_into_exit_3(tmp_path):
     rep["claims"][0]["verdict"] = "does NOT hold"
     (tmp_path / "report.json").write_text(json.dumps(rep))
     short = cli._report_shortfalls("fig6", tmp_path)
-    assert short == [f"fig6: claim {rep['claims'][0]['text']!r} does NOT hold"]
+    assert short == [f"fig6: claim {rep['claims'][0]['label']!r} does NOT hold"]
     assert cli.strict_code(argparse.Namespace(strict=False), short) == cli.EXIT_OK
     assert cli.strict_code(argparse.Namespace(strict=True), short) == cli.EXIT_NOT_FAITHFUL == 3
     summary = {"name": "x", "fidelity": {"faithful": False, "reason": "ovs-vswitchd dropped 3 packets"}}
