@@ -10,7 +10,6 @@ expectation and cross-region bytes are counted on the `ps` schedule, which is TF
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from replays import outputs
 from replays.figure import rep_dir
 from replays.matrix import Cell, MatrixRun
 from runs.stats import describe
@@ -189,22 +189,18 @@ CSV_FIELDS = [
 ]  # fmt: skip
 
 
-def write_csv(cells: list[CellResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for c in cells:
-            w.writerow({**c.model_dump(), "failed": "; ".join(c.failed)})
+def csv_rows(cells: list[CellResult]) -> list[dict[str, Any]]:
+    """matrix.csv's rows: one per cell, its failures joined."""
+    return [{**c.model_dump(), "failed": "; ".join(c.failed)} for c in cells]
 
 
 def heatmap(rep: MatrixReport, path: Path) -> None:
     """Rows topologies, columns schemes; colour = GST over the row's fastest; each cell's GST in
     seconds written on it (* not faithful), grey 'n/a' where the cell does not apply."""
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    plt = outputs.pyplot()
 
     rows = list(dict.fromkeys(c.label for c in rep.cells))
     cols = list(dict.fromkeys(c.scheme for c in rep.cells))
@@ -236,9 +232,7 @@ def heatmap(rep: MatrixReport, path: Path) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    outputs.save_png(fig, path)
 
 
 def write_matrix_report(run: MatrixRun) -> MatrixReport:
@@ -268,8 +262,11 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
         wall_s=run["wall_s"] - run.get("queued_s", 0.0) if run else None,
         cells=results,
     )
-    (out / "matrix.md").write_text(markdown(rep))
-    write_csv(results, out / "matrix.csv")
-    (out / "matrix.json").write_text(rep.model_dump_json(indent=1))
-    heatmap(rep, out / f"{m.matrix}.png")
+    files = outputs.ReportFiles(
+        markdown=("matrix.md", markdown(rep)),
+        data=("matrix.json", rep),
+        table=outputs.Table("matrix.csv", CSV_FIELDS, csv_rows(results)),
+        plots=[(f"{m.matrix}.png", lambda path: heatmap(rep, path))],
+    )
+    outputs.write_report_files(out, files)
     return rep

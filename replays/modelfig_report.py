@@ -8,13 +8,13 @@ side, with their ratio, and judges the paper's statements (the file's `claims`) 
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from replays import outputs
 from replays.claims import Claim
 from replays.modelfig import ModelFigure
 
@@ -88,11 +88,7 @@ def judge(claims: list[Claim], rows: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = outputs.pyplot()
     n = len(fig.panels)
     canvas, axes = plt.subplots(1, n, figsize=(6.2 * n, 4.6), squeeze=False)
     for ax, panel in zip(axes[0], fig.panels, strict=True):
@@ -119,18 +115,22 @@ def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
         fontsize=10,
     )
     canvas.tight_layout()
-    canvas.savefig(path, dpi=120)
-    plt.close(canvas)
+    outputs.save_png(canvas, path)
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields = ["panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s"]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=[*fields, "flow_over_analytic"], extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
-            w.writerow({**{k: r.get(k) for k in fields}, "flow_over_analytic": ratio})
+CSV_FIELDS = [
+    "panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s",
+    "flow_over_analytic",
+]  # fmt: skip
+
+
+def csv_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """summary.csv's rows: the point's numbers and the flow model over the analytic one."""
+    out = []
+    for r in rows:
+        ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
+        out.append({**{k: r.get(k) for k in CSV_FIELDS}, "flow_over_analytic": ratio})
+    return out
 
 
 def _fmt(v: float | None) -> str:
@@ -182,8 +182,6 @@ def differences(rows: list[dict[str, Any]]) -> list[str]:
 def write_model_report(
     fig: ModelFigure, out: Path, rows: list[dict[str, Any]], cap: int, quick: bool, wall_s: float
 ) -> None:
-    write_csv(out / "summary.csv", rows)
-    plot(fig, rows, out / f"{fig.figure}.png")
     verdicts = judge(fig.claims, rows)
     notes = sorted({r["flowmodel_note"] for r in rows if r.get("flowmodel_note")})
     flow_wall = sum(r.get("wall_s", 0.0) for r in rows)
@@ -212,6 +210,11 @@ def write_model_report(
         f"{flow_wall:.1f} s of point time in total (as first computed); this replay took {wall_s:.1f} s.",
         "",
     ]
-    (out / "report.md").write_text("\n".join(md))
     data = {"figure": fig.figure, "quick": quick, "wall_s": wall_s, "claims": verdicts, "points": rows}
-    (out / "report.json").write_text(json.dumps(data, indent=1))
+    files = outputs.ReportFiles(
+        markdown=("report.md", "\n".join(md)),
+        data=("report.json", data),
+        table=outputs.Table("summary.csv", CSV_FIELDS, csv_rows(rows)),
+        plots=[(f"{fig.figure}.png", lambda path: plot(fig, rows, path))],
+    )
+    outputs.write_report_files(out, files)
