@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from replays import outputs
+from replays import figsummary, outputs
+from replays.evidence import PointFidelity
 from replays.figure import rep_dir
 from replays.matrix import Cell, MatrixRun
 from runs.stats import describe
@@ -238,6 +239,7 @@ def heatmap(rep: MatrixReport, path: Path) -> None:
 def write_matrix_report(run: MatrixRun) -> MatrixReport:
     """matrix.md, matrix.csv, matrix.json and <matrix>.png in the run's folder; returns the report."""
     m, fig, cells, out, reps, quick = run.spec, run.fig, run.cells, run.out, run.reps, run.quick
+    command, source = run.command, run.source
     out.mkdir(parents=True, exist_ok=True)
     results = [cell_result(c, out, reps) for c in cells]
     sizes = []
@@ -269,4 +271,20 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
         plots=[(f"{m.matrix}.png", lambda path: heatmap(rep, path))],
     )
     outputs.write_report_files(out, files)
+    figsummary.write_figure_summary(
+        out,
+        figure=m.matrix,
+        kind="matrix",
+        title=m.title,
+        command=command,
+        quick=quick,
+        wall_s=rep.wall_s,
+        depends_on=[source, *figsummary.EMULATED_DEPENDS],
+        files=files,
+        points=[
+            PointFidelity(id=c.point.id, faithful=r.faithful, fidelity=r.fidelity or r.why)
+            for c, r in zip(cells, results, strict=True)
+        ],
+        repetitions=reps,
+    )
     return rep

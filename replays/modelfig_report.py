@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replays import outputs
-from replays.claims import Claim
+from replays import figsummary, outputs
+from replays.claims import Claim, ClaimResult
+from replays.evidence import PointFidelity
 from replays.modelfig import ModelFigure
 
 LOG = logging.getLogger(__name__)
@@ -62,12 +63,17 @@ class ModelValue:
         return {}
 
 
+def point_id(row: dict[str, Any]) -> str:
+    """A model figure's point, as its claims and its summary name it: panel, series, W."""
+    return f"{row['panel']}-{row['series']}-W{row['W']}"
+
+
 def model_values(rows: list[dict[str, Any]], field: str) -> list[ModelValue]:
     """The rows as one model's values (`field`), one per (panel, series, W), for replays.claims."""
     out: dict[tuple[str, str, int], ModelValue] = {}
     for r in rows:
         key = (r["panel"], r["series"], r["W"])
-        point = ModelPoint(f"{r['panel']}-{r['series']}-W{r['W']}", r["series"], r["panel"], r["W"])
+        point = ModelPoint(point_id(r), r["series"], r["panel"], r["W"])
         out.setdefault(key, ModelValue(point, r.get(field) or None))
     return list(out.values())
 
@@ -218,3 +224,16 @@ def write_model_report(
         plots=[(f"{fig.figure}.png", lambda path: plot(fig, rows, path))],
     )
     outputs.write_report_files(out, files)
+    figsummary.write_figure_summary(
+        out,
+        figure=fig.figure,
+        kind="model-figure",
+        title=fig.title,
+        command=f"testbed replay {fig.figure}",
+        quick=quick,
+        wall_s=wall_s,
+        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.MODEL_DEPENDS],
+        files=files,
+        points=[PointFidelity(id=p, faithful=None, fidelity="model") for p in dict.fromkeys(map(point_id, rows))],
+        headlines=[figsummary.headline(fig.figure, ClaimResult.model_validate(v), v["model"]) for v in verdicts],
+    )

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from replays import decomposition as decomp
-from replays import outputs
+from replays import figsummary, outputs
 from replays.claims import (
     PAPER_EQ,
     REFERENCE,
@@ -31,6 +31,7 @@ from replays.claims import (
     paper_number,
     paper_reference,
 )
+from replays.evidence import PointFidelity
 from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
 
@@ -580,7 +581,31 @@ def write_report(
     table = outputs.Table("summary.csv", list(CSV_FIELDS), csv_rows(rep.points))
     files = outputs.ReportFiles(("report.md", markdown(rep)), ("report.json", rep), table, plots)
     outputs.write_report_files(out, files)
+    write_summary(fig, out, rep, files)
     return rep.claims
+
+
+def write_summary(fig: Figure, out: Path, rep: FigureReport, files: outputs.ReportFiles) -> Path:
+    """The figure-level summary.json (replays.figsummary): a card per claim result, a speed-up's
+    with the decomposition of the BCTs it compares."""
+    cards = []
+    for c in rep.claims:
+        parts = [d.model_dump() for d in rep.decomposition if d.id in c.points] if c.type == "faster_than" else []
+        cards.append(figsummary.headline(fig.figure, c, n=rep.repetitions, decomposition=parts or None))
+    return figsummary.write_figure_summary(
+        out,
+        figure=fig.figure,
+        kind="figure",
+        title=fig.title,
+        command=f"testbed replay {fig.figure}",
+        quick=rep.quick,
+        wall_s=rep.wall_s,
+        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.EMULATED_DEPENDS],
+        files=files,
+        points=[PointFidelity(id=p.id, faithful=p.faithful, fidelity=p.fidelity) for p in rep.points],
+        headlines=cards,
+        repetitions=rep.repetitions,
+    )
 
 
 def speedup_curves(

@@ -16,6 +16,7 @@ from models.bct_scale import analytic_comm
 from models.flow.paper_scale import job_routes
 from replays import figure
 from replays.claims import Claim, ClaimResult
+from replays.evidence import read_summary
 from replays.figure import FigureError
 from replays.modelfig import fattree_k, load_model_figure, spec_data
 from replays.modelfig_report import judge
@@ -175,6 +176,17 @@ def test_fig6_quick_replay_runs_both_models(tmp_path, monkeypatch):
     report = json.loads((out / "report.json").read_text())
     got = {(c["label"], c["model"]): c["verdict"] for c in report["claims"]}
     assert set(got.values()) == {"holds"}, got
+    summary = read_summary(out)  # the figure-level summary: one card per claim and model, the same verdicts
+    assert summary is not None and (summary.name, summary.kind, summary.paper) == (
+        "fig6-quick",
+        "model-figure",
+        "psnet",
+    )
+    assert summary.command == "testbed replay fig6 --quick" and summary.files.figures == ["fig6.png"]
+    assert [(h.claim, h.verdict) for h in summary.headlines] == [
+        (f"{c['label']} [{c['model']}]", "holds") for c in report["claims"]
+    ]
+    assert summary.headlines[2].id == "fig6.a.within_percent_of.analytic" and summary.headlines[2].measured == 0.0
     again = replay_model_figure("fig6", quick=True, results=tmp_path)  # every point kept: no simulation
     assert json.loads((again / "report.json").read_text())["wall_s"] < 10
 
