@@ -162,3 +162,19 @@ def test_gst_figure_report_shows_the_table3_formula(tmp_path):
     assert points["b41-hips"]["model_gst_formula_s"] == 3.9 and points["b41-rs"]["model_gst_s"] == pytest.approx(7.11)
     assert "| 3.51 (schedule); 3.90 (Table 3) |" in (out / "report.md").read_text()
     assert (out / "hips-table3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_matrix_is_a_figure_kind_of_the_replay_framework(tmp_path):
+    """`testbed matrix` goes through replays.framework like `testbed replay`: a matrix file is
+    owned by the matrix kind; --report-only with nothing run writes the table of not-run cells,
+    the heat map and the figure-level summary."""
+    from replays import framework
+
+    assert isinstance(framework.kind_of(str(DEFAULT_FILE)), framework.Matrices)
+    assert isinstance(framework.kind_of("fig6"), framework.ModelFigures)
+    assert isinstance(framework.kind_of("fig13"), framework.EmulatedFigures)
+    opts = framework.ReplayOptions(quick=True, report_only=True, results=tmp_path)
+    done = framework.Matrices().replay(str(DEFAULT_FILE), opts)
+    assert done.report.is_file() and done.figure.is_file() and done.shortfalls == []
+    s = read_summary(done.out)
+    assert s is not None and s.kind == "matrix" and s.command == "testbed matrix --quick"
