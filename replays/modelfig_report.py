@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from replays import figsummary, outputs
-from replays.claims import Claim, ClaimResult
+from replays.claims import Claim, ClaimResult, evaluate
 from replays.evidence import PointFidelity
 from replays.modelfig import ModelFigure
 
@@ -85,11 +85,7 @@ def judge(claims: list[Claim], rows: list[dict[str, Any]]) -> list[dict[str, Any
     out = []
     for claim in claims:
         for model, field in MODELS.items():
-            values = model_values(rows, field)
-            for panel in claim.groups or dict.fromkeys(v.point.group for v in values):
-                in_panel = [v for v in values if v.point.group == panel]
-                for result in claim.evaluate(panel, in_panel, {}):
-                    out.append({**result.model_dump(), "model": model})
+            out += [{**r.model_dump(), "model": model} for r in evaluate([claim], model_values(rows, field), {})]
     return out
 
 
