@@ -44,7 +44,8 @@ class PointLike(decomp.PointLike, Protocol):
 
 
 class Measured(Protocol):
-    """One point of a figure with its repetitions folded (report.Row)."""
+    """One point of a figure with its repetitions folded (report.Row), or one model's value of a
+    model figure's point (modelfig_report.ModelValue): what every evaluator's points are to a claim."""
 
     @property
     def point(self) -> PointLike: ...

@@ -1,9 +1,12 @@
-"""A model figure's outputs (replays/modelfig.py): summary.csv, the plot, report.md, report.json.
+"""A model figure's outputs (replays/modelfig.py): summary.csv, the plot, report.md, report.json, summary.json.
 
 Plotted as the paper plots Figs. 6-7: communication time T_push + T_pull against the number of
 workers, one line per series (the analytic model), the flow model's points as markers of the
 same colour on it, one panel per `panels` entry. The report puts both models' numbers side by
-side, with their ratio, and judges the paper's statements (the file's `claims`) on each model.
+side, with their ratio, and judges the paper's statements (the file's `claims`) on each model
+by replays.claims, the engine the emulated figures use: each model's values become claims.Measured
+points (ModelValue: a panel is a group, W the x), so the verdicts read the same everywhere. The
+files are written by replays.outputs, the figure-level summary by replays.figsummary.
 """
 
 from __future__ import annotations
