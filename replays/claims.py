@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replays import decomposition as decomp
 from replays.decomposition import implied_host_s
@@ -44,7 +44,8 @@ class PointLike(decomp.PointLike, Protocol):
 
 
 class Measured(Protocol):
-    """One point of a figure with its repetitions folded (report.Row)."""
+    """One point of a figure with its repetitions folded (report.Row), or one model's value of a
+    model figure's point (modelfig_report.ModelValue): what every evaluator's points are to a claim."""
 
     @property
     def point(self) -> PointLike: ...
@@ -349,20 +350,68 @@ def paper_equivalent_ratio(fast: Measured, slow: Measured) -> float | None:
     return slow.bct_paper / fast.bct_paper
 
 
+#: ties within this relative amount count as equal where a check allows ties (the models' floats)
+TIE = 1e-9
+
+
+def _x_name(r: Measured) -> str:
+    """What x is called in a per-x detail: the point's `x_name` where it has one (a model
+    figure's W), else x."""
+    return str(getattr(r.point, "x_name", "x"))
+
+
+def _at_each_x(rows: Sequence[Measured], names: Sequence[str]) -> dict[float, dict[str, Measured]]:
+    """Per x (ascending), the measured point of each named series, at every x all of them have:
+    what a `per_x` claim judges (a model figure's W, where every series has one point per W)."""
+    by_x: dict[float, dict[str, Measured]] = {}
+    for r in _measured(rows):
+        if r.point.x is not None and r.point.series in names:
+            by_x.setdefault(r.point.x, {}).setdefault(r.point.series, r)
+    return {x: by_x[x] for x in sorted(by_x) if all(n in by_x[x] for n in names)}
+
+
 class Monotone(_Claim):
     """BCT rises or falls along `series` (in that order) or, without it, along x. `every_step`: each
-    measured step strictly; `ends`: the last measured point against the first."""
+    measured step strictly; `ends`: the last measured point against the first; `no_reversal`: no
+    step the other way (ties allowed); `no_reversal_ends`: that, and the last strictly beyond the
+    first. `per_x` (with `series`): judged at every x all the series have, the verdict over all of
+    them, the `ends` part at the largest x (a model figure: the order at every W, a gap at scale)."""
 
     type: Literal["monotone"]
     direction: Literal["rises", "falls"]
     series: list[str] | None = Field(default=None, description="the order; default: the group's points by x")
-    check: Literal["every_step", "ends"] = "every_step"
+    check: Literal["every_step", "ends", "no_reversal", "no_reversal_ends"] = "every_step"
+    per_x: bool = Field(default=False, description="judge the order of `series` at every x they share")
+
+    @model_validator(mode="after")
+    def _per_x_needs_series(self) -> Monotone:
+        if self.per_x and not self.series:
+            raise ValueError("per_x: judging at every x needs `series` (the order at each x)")
+        return self
 
     def named_series(self) -> list[str]:
         return list(self.series or [])
 
+    def _holds(self, values: Sequence[float], ends: bool = True) -> bool:
+        """The check on one sequence of values; `ends` False leaves the ends part out (per_x: it
+        is judged at the largest x only)."""
+        rises = self.direction == "rises"
+        strict = (lambda a, b: a < b) if rises else (lambda a, b: a > b)
+        if self.check == "every_step":
+            return all(strict(a, b) for a, b in itertools.pairwise(values))
+        if self.check == "ends":
+            return strict(values[0], values[-1]) if ends else True
+        no_back = (lambda a, b: a <= b * (1 + TIE)) if rises else (lambda a, b: a >= b * (1 - TIE))
+        ok = all(no_back(a, b) for a, b in itertools.pairwise(values))
+        if self.check == "no_reversal_ends" and ends:
+            first, last = values[0], values[-1]
+            ok = ok and (last > first * (1 + TIE) if rises else first > last * (1 + TIE))
+        return ok
+
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
+        if self.per_x:
+            return [self._per_x(group, label, rows)]
         if self.series:
             seq = [r for r in (_of(rows, s) for s in self.series) if r]
             name: Callable[[Measured], str] = lambda r: r.point.series  # noqa: E731
@@ -373,26 +422,44 @@ class Monotone(_Claim):
         if len(seq) < 2 or view is None:
             return [not_measured(self, label, group, _listing(seq) if view else MIXED)]
         bct, unit = view
-        used = seq if self.check == "every_step" else [seq[0], seq[-1]]
-        before = (lambda a, b: a < b) if self.direction == "rises" else (lambda a, b: a > b)
-        holds = all(before(bct(a), bct(b)) for a, b in itertools.pairwise(used))
+        used = seq if self.check != "ends" else [seq[0], seq[-1]]
+        holds = self._holds([bct(r) for r in seq])
         detail = " -> ".join(f"{name(r)} {bct(r):.2f} s" for r in seq)
         return [_in_unit(judged(self, label, used, holds, detail, group), unit)]
 
+    def _per_x(self, group: str, label: str, rows: Sequence[Measured]) -> ClaimResult:
+        """The order of `series` at every x they share; the numbers at the largest x."""
+        names = self.series or []
+        at = _at_each_x(rows, names)
+        if len(names) < 2 or not at:
+            return not_measured(self, label, group)
+        xs = list(at)
+        holds = all(self._holds([at[x][s].bct for s in names], ends=x == xs[-1]) for x in xs)
+        last = at[xs[-1]]
+        sign = " < " if self.direction == "rises" else " > "
+        where = f"{_x_name(last[names[0]])}={xs[-1]:g}"
+        detail = f"at {where}: " + sign.join(f"{s} {last[s].bct:.3f} s" for s in names)
+        used = [at[x][s] for x in xs for s in names]
+        return judged(self, label, used, holds, detail, group)
+
 
 class WithinPercentOf(_Claim):
-    """`series`'s BCT within `percent` of `of`'s (|a - b| / b)."""
+    """`series`'s BCT within `percent` of `of`'s (|a - b| / b). `per_x`: at every x both have, the
+    largest gap judged (a model figure: two lines that overlap over the whole range)."""
 
     type: Literal["within_percent_of"]
     series: str
     of: str
     percent: float = Field(gt=0)
+    per_x: bool = Field(default=False, description="judge the largest gap over every x both series have")
 
     def named_series(self) -> list[str]:
         return [self.series, self.of]
 
     def evaluate(self, group: str, rows: Sequence[Measured], reference: dict[str, Any]) -> list[ClaimResult]:
         label = self.label(group)
+        if self.per_x:
+            return [self._per_x(group, label, rows)]
         a, b = _of(rows, self.series), _of(rows, self.of)
         view = bct_view([a, b]) if a and b else None
         if not (a and b and view):
@@ -401,6 +468,19 @@ class WithinPercentOf(_Claim):
         d = abs(bct(a) - bct(b)) / bct(b)
         detail = f"{bct(b):.2f} s vs {bct(a):.2f} s ({d:.1%})"
         return [_in_unit(judged(self, label, [b, a], d <= self.percent / 100, detail, group, difference=d), unit)]
+
+    def _per_x(self, group: str, label: str, rows: Sequence[Measured]) -> ClaimResult:
+        at = _at_each_x(rows, [self.series, self.of])
+        if not at:
+            return not_measured(self, label, group)
+        gaps = {x: abs(p[self.series].bct - p[self.of].bct) / p[self.of].bct for x, p in at.items()}
+        worst = max(gaps, key=lambda x: gaps[x])
+        where = f"{_x_name(at[worst][self.of])}={worst:g}"
+        detail = f"largest gap {gaps[worst] * 100:.2f}% at {where}"
+        used = [p[s] for p in at.values() for s in (self.of, self.series)]
+        return judged(
+            self, label, used, gaps[worst] <= self.percent / 100, detail, group, difference=gaps[worst], x=worst
+        )
 
 
 class Best(_Claim):

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from models import bct_model
+from replays import outputs
 
 #: the mode of runs that state none: their host time is the scaled job's own
 DEFAULT_MODE = "scaled"
@@ -314,10 +315,7 @@ def curve_sentence(c: RatioCurve) -> str:
 def plot(cvs: Sequence[RatioCurve], path: Path, title: str) -> None:
     """One panel per group: the model's ratio curve over host time, the measured-communication
     curve (dotted), the measured points per mode, and the paper's ratio at the host time it implies."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = outputs.pyplot()
     import numpy as np
 
     fig, axes = plt.subplots(1, max(1, len(cvs)), figsize=(5 * max(1, len(cvs)), 4), squeeze=False)
@@ -346,6 +344,4 @@ def plot(cvs: Sequence[RatioCurve], path: Path, title: str) -> None:
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    outputs.save_png(fig, path)

@@ -62,6 +62,7 @@ class Headline(BaseModel):
     unit: str = ""
     verdict: str = Field(default=NOT_MEASURED, description="holds | does not hold | not judged | not measured")
     why: str = Field(default="", description="why it does not hold / is not judged, in words")
+    detail: str = Field(default="", description="the numbers behind the verdict, as the claims engine wrote them")
     points: list[str] = Field(default_factory=list, description="ids of the points it rests on")
     decomposition: Any = Field(default=None, description="the figure's decomposition where it has one")
 

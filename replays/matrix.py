@@ -150,6 +150,18 @@ class MatrixRun:
     out: Path
     reps: int
     quick: bool
+    path: Path = DEFAULT_FILE
+
+    @property
+    def source(self) -> str:
+        """The matrix file, relative to the checkout where it is in it."""
+        p = self.path.resolve()
+        return str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(self.path)
+
+    @property
+    def command(self) -> str:
+        """The command that reproduces it (the summary's): `testbed matrix`, naming a file not the default."""
+        return "testbed matrix" if self.path.resolve() == DEFAULT_FILE.resolve() else f"testbed matrix {self.source}"
 
 
 def why_not(net: Network, job: JobSpec, scheme: str, scale: float, max_tf: int) -> str:
@@ -256,4 +268,4 @@ def run_matrix(
         )
         wall = time.monotonic() - t0
         (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))
-    return MatrixRun(m, fig, cells, out, reps, quick)
+    return MatrixRun(m, fig, cells, out, reps, quick, path)

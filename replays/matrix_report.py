@@ -10,7 +10,6 @@ expectation and cross-region bytes are counted on the `ps` schedule, which is TF
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -19,6 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from replays import figsummary, outputs
+from replays.evidence import PointFidelity
 from replays.figure import rep_dir
 from replays.matrix import Cell, MatrixRun
 from runs.stats import describe
@@ -189,22 +190,18 @@ CSV_FIELDS = [
 ]  # fmt: skip
 
 
-def write_csv(cells: list[CellResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for c in cells:
-            w.writerow({**c.model_dump(), "failed": "; ".join(c.failed)})
+def csv_rows(cells: list[CellResult]) -> list[dict[str, Any]]:
+    """matrix.csv's rows: one per cell, its failures joined."""
+    return [{**c.model_dump(), "failed": "; ".join(c.failed)} for c in cells]
 
 
 def heatmap(rep: MatrixReport, path: Path) -> None:
     """Rows topologies, columns schemes; colour = GST over the row's fastest; each cell's GST in
     seconds written on it (* not faithful), grey 'n/a' where the cell does not apply."""
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
+
+    plt = outputs.pyplot()
 
     rows = list(dict.fromkeys(c.label for c in rep.cells))
     cols = list(dict.fromkeys(c.scheme for c in rep.cells))
@@ -236,14 +233,13 @@ def heatmap(rep: MatrixReport, path: Path) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    outputs.save_png(fig, path)
 
 
 def write_matrix_report(run: MatrixRun) -> MatrixReport:
     """matrix.md, matrix.csv, matrix.json and <matrix>.png in the run's folder; returns the report."""
     m, fig, cells, out, reps, quick = run.spec, run.fig, run.cells, run.out, run.reps, run.quick
+    command, source = run.command, run.source
     out.mkdir(parents=True, exist_ok=True)
     results = [cell_result(c, out, reps) for c in cells]
     sizes = []
@@ -268,8 +264,27 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
         wall_s=run["wall_s"] - run.get("queued_s", 0.0) if run else None,
         cells=results,
     )
-    (out / "matrix.md").write_text(markdown(rep))
-    write_csv(results, out / "matrix.csv")
-    (out / "matrix.json").write_text(rep.model_dump_json(indent=1))
-    heatmap(rep, out / f"{m.matrix}.png")
+    files = outputs.ReportFiles(
+        markdown=("matrix.md", markdown(rep)),
+        data=("matrix.json", rep),
+        table=outputs.Table("matrix.csv", CSV_FIELDS, csv_rows(results)),
+        plots=[(f"{m.matrix}.png", lambda path: heatmap(rep, path))],
+    )
+    outputs.write_report_files(out, files)
+    figsummary.write_figure_summary(
+        out,
+        figure=m.matrix,
+        kind="matrix",
+        title=m.title,
+        command=command,
+        quick=quick,
+        wall_s=rep.wall_s,
+        depends_on=[source, *figsummary.EMULATED_DEPENDS],
+        files=files,
+        points=[
+            PointFidelity(id=c.point.id, faithful=r.faithful, fidelity=r.fidelity or r.why)
+            for c, r in zip(cells, results, strict=True)
+        ],
+        repetitions=reps,
+    )
     return rep

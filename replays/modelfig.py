@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from replays.claims import Claim, Monotone, WithinPercentOf
 from replays.figure import FIGURES, FigureError, figure_names
 from topologies import kinds
 from topologies.build import build_network
@@ -79,21 +80,9 @@ class Panel(BaseModel):
     series: list[Series] = Field(min_length=1)
 
 
-class ModelClaim(BaseModel):
-    """A statement of the paper judged on both models' values, at every W both have.
-
-    `order`: the series' times never decrease along the list (`strict: true`: and the first is
-    above the last at the largest W); `overlap`: `series` within `percent` of `of` at every W."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    type: Literal["order", "overlap"]
-    text: str
-    panel: str
-    series: list[str] = Field(min_length=1)
-    of: str = ""
-    percent: float = 1.0
-    strict: bool = False
+#: the claim types a model figure's curves can be judged by (replays.claims), each with `per_x`:
+#: judged at every W, since every series has one value per W
+MODEL_CLAIMS = (Monotone, WithinPercentOf)
 
 
 class ModelQuick(BaseModel):
@@ -120,18 +109,25 @@ class ModelFigure(BaseModel):
     workers: list[int] = Field(min_length=1, description="the x axis: W")
     flowmodel_max_workers: int = Field(ge=0, description="flow-model points up to this W (analytic beyond)")
     panels: list[Panel] = Field(min_length=1)
-    claims: list[ModelClaim] = Field(default_factory=list)
+    claims: list[Claim] = Field(default_factory=list, description="replays.claims types; a group is a panel")
     quick: ModelQuick
 
     @model_validator(mode="after")
     def _names(self) -> ModelFigure:
+        """Each claim is of a type a model figure judges, at every W, in panels that exist and
+        hold every series it names (its `groups` are panel ids; none: every panel)."""
         panels = {p.id: {s.label for s in p.series} for p in self.panels}
         for i, c in enumerate(self.claims):
-            if c.panel not in panels:
-                raise ValueError(f"claims.{i}.panel: no panel {c.panel!r}; panels: {', '.join(panels)}")
-            for name in [*c.series, *([c.of] if c.type == "overlap" else [])]:
-                if name not in panels[c.panel]:
-                    raise ValueError(f"claims.{i}: panel {c.panel} has no series {name!r}")
+            if not isinstance(c, MODEL_CLAIMS):
+                raise ValueError(f"claims.{i}.type: a model figure judges monotone and within_percent_of, not {c.type}")
+            if not c.per_x:
+                raise ValueError(f"claims.{i}.per_x: a model figure's claims are judged at every W; set per_x: true")
+            for g in c.groups or panels:
+                if g not in panels:
+                    raise ValueError(f"claims.{i}.groups: no panel {g!r}; panels: {', '.join(panels)}")
+                for name in c.named_series():
+                    if name not in panels[g]:
+                        raise ValueError(f"claims.{i}: panel {g} has no series {name!r}")
         return self
 
 

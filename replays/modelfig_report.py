@@ -1,21 +1,26 @@
-"""A model figure's outputs (replays/modelfig.py): summary.csv, the plot, report.md, report.json.
+"""A model figure's outputs (replays/modelfig.py): summary.csv, the plot, report.md, report.json, summary.json.
 
 Plotted as the paper plots Figs. 6-7: communication time T_push + T_pull against the number of
 workers, one line per series (the analytic model), the flow model's points as markers of the
 same colour on it, one panel per `panels` entry. The report puts both models' numbers side by
-side, with their ratio, and judges the paper's statements (the file's `claims`) on each model.
+side, with their ratio, and judges the paper's statements (the file's `claims`) on each model
+by replays.claims, the engine the emulated figures use: each model's values become claims.Measured
+points (ModelValue: a panel is a group, W the x), so the verdicts read the same everywhere. The
+files are written by replays.outputs, the figure-level summary by replays.figsummary.
 """
 
 from __future__ import annotations
 
-import csv
-import itertools
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replays.modelfig import ModelClaim, ModelFigure
+from replays import figsummary, outputs
+from replays.claims import Claim, ClaimResult, evaluate
+from replays.evidence import PointFidelity
+from replays.modelfig import ModelFigure
 
 LOG = logging.getLogger(__name__)
 
@@ -27,33 +32,68 @@ def _by(rows: list[dict[str, Any]], panel: str, series: str, field: str) -> dict
     return {r["W"]: r[field] for r in rows if r["panel"] == panel and r["series"] == series and r.get(field)}
 
 
-def judge(claim: ModelClaim, rows: list[dict[str, Any]], field: str) -> tuple[str, str]:
-    """(verdict, numbers) of one claim on one model's values (`field`): holds, does NOT hold,
-    or not measured (no W has every series it names)."""
-    names = [*claim.series, claim.of] if claim.type == "overlap" else claim.series
-    values = {s: _by(rows, claim.panel, s, field) for s in names}
-    ws = sorted(set.intersection(*(set(v) for v in values.values())))
-    if not ws:
-        return "not measured", ""
-    if claim.type == "overlap":
-        gaps = {w: abs(values[claim.series[0]][w] - values[claim.of][w]) / values[claim.of][w] * 100 for w in ws}
-        worst = max(gaps, key=lambda w: gaps[w])
-        ok = gaps[worst] <= claim.percent
-        return ("holds" if ok else "does NOT hold"), f"largest gap {gaps[worst]:.2f}% at W={worst}"
-    ok = all(values[a][w] >= values[b][w] * (1 - 1e-9) for a, b in itertools.pairwise(names) for w in ws)
-    last = ws[-1]
-    if claim.strict:
-        ok = ok and values[names[0]][last] > values[names[-1]][last] * (1 + 1e-9)
-    detail = " > ".join(f"{s} {values[s][last]:.3f} s" for s in names)
-    return ("holds" if ok else "does NOT hold"), f"at W={last}: {detail}"
+@dataclass(frozen=True)
+class ModelPoint:
+    """A model figure's point as a claim reads it (replays.claims.PointLike): its panel is the
+    group, W the x."""
+
+    id: str
+    series: str
+    group: str
+    x: float
+    x_name: str = "W"
+
+
+@dataclass(frozen=True)
+class ModelValue:
+    """One point's value on one model, as replays.claims.Measured: `bct` is the figure's y (the
+    communication time); a model's value has no fidelity verdict, compress or host-time split."""
+
+    point: ModelPoint
+    bct: float | None
+    faithful: bool | None = None
+    unfaithful_reason: str = ""
+    compress: float = 1.0
+    rest_s: float | None = None
+    bct_paper: float | None = None
+
+    @property
+    def pred(self) -> dict:
+        return {}
+
+    @property
+    def placed(self) -> dict:
+        return {}
+
+
+def point_id(row: dict[str, Any]) -> str:
+    """A model figure's point, as its claims and its summary name it: panel, series, W."""
+    return f"{row['panel']}-{row['series']}-W{row['W']}"
+
+
+def model_values(rows: list[dict[str, Any]], field: str) -> list[ModelValue]:
+    """The rows as one model's values (`field`), one per (panel, series, W), for replays.claims."""
+    out: dict[tuple[str, str, int], ModelValue] = {}
+    for r in rows:
+        key = (r["panel"], r["series"], r["W"])
+        point = ModelPoint(point_id(r), r["series"], r["panel"], r["W"])
+        out.setdefault(key, ModelValue(point, r.get(field) or None))
+    return list(out.values())
+
+
+def judge(claims: list[Claim], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every claim on each model (claims in file order, each on the analytic model then the flow
+    model), by replays.claims in each panel the claim names: ClaimResults as report.json keeps
+    them, with the model's name."""
+    out = []
+    for claim in claims:
+        for model, field in MODELS.items():
+            out += [{**r.model_dump(), "model": model} for r in evaluate([claim], model_values(rows, field), {})]
+    return out
 
 
 def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = outputs.pyplot()
     n = len(fig.panels)
     canvas, axes = plt.subplots(1, n, figsize=(6.2 * n, 4.6), squeeze=False)
     for ax, panel in zip(axes[0], fig.panels, strict=True):
@@ -80,18 +120,22 @@ def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
         fontsize=10,
     )
     canvas.tight_layout()
-    canvas.savefig(path, dpi=120)
-    plt.close(canvas)
+    outputs.save_png(canvas, path)
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields = ["panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s"]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=[*fields, "flow_over_analytic"], extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
-            w.writerow({**{k: r.get(k) for k in fields}, "flow_over_analytic": ratio})
+CSV_FIELDS = [
+    "panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s",
+    "flow_over_analytic",
+]  # fmt: skip
+
+
+def csv_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """summary.csv's rows: the point's numbers and the flow model over the analytic one."""
+    out = []
+    for r in rows:
+        ratio = r["flowmodel_s"] / r["analytic_s"] if r.get("flowmodel_s") else None
+        out.append({**{k: r.get(k) for k in CSV_FIELDS}, "flow_over_analytic": ratio})
+    return out
 
 
 def _fmt(v: float | None) -> str:
@@ -143,13 +187,7 @@ def differences(rows: list[dict[str, Any]]) -> list[str]:
 def write_model_report(
     fig: ModelFigure, out: Path, rows: list[dict[str, Any]], cap: int, quick: bool, wall_s: float
 ) -> None:
-    write_csv(out / "summary.csv", rows)
-    plot(fig, rows, out / f"{fig.figure}.png")
-    verdicts = []
-    for claim in fig.claims:
-        for model, field in MODELS.items():
-            verdict, detail = judge(claim, rows, field)
-            verdicts.append({"text": claim.text, "model": model, "verdict": verdict, "detail": detail})
+    verdicts = judge(fig.claims, rows)
     notes = sorted({r["flowmodel_note"] for r in rows if r.get("flowmodel_note")})
     flow_wall = sum(r.get("wall_s", 0.0) for r in rows)
     md = [
@@ -167,7 +205,7 @@ def write_model_report(
         "",
         "| claim | model | verdict | numbers |",
         "|---|---|---|---|",
-        *[f"| {v['text']} | {v['model']} | {v['verdict']} | {v['detail']} |" for v in verdicts],
+        *[f"| {v['label']} | {v['model']} | {v['verdict']} | {v['detail']} |" for v in verdicts],
         "",
         "## Flow model against analytic",
         "",
@@ -177,6 +215,24 @@ def write_model_report(
         f"{flow_wall:.1f} s of point time in total (as first computed); this replay took {wall_s:.1f} s.",
         "",
     ]
-    (out / "report.md").write_text("\n".join(md))
     data = {"figure": fig.figure, "quick": quick, "wall_s": wall_s, "claims": verdicts, "points": rows}
-    (out / "report.json").write_text(json.dumps(data, indent=1))
+    files = outputs.ReportFiles(
+        markdown=("report.md", "\n".join(md)),
+        data=("report.json", data),
+        table=outputs.Table("summary.csv", CSV_FIELDS, csv_rows(rows)),
+        plots=[(f"{fig.figure}.png", lambda path: plot(fig, rows, path))],
+    )
+    outputs.write_report_files(out, files)
+    figsummary.write_figure_summary(
+        out,
+        figure=fig.figure,
+        kind="model-figure",
+        title=fig.title,
+        command=f"testbed replay {fig.figure}",
+        quick=quick,
+        wall_s=wall_s,
+        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.MODEL_DEPENDS],
+        files=files,
+        points=[PointFidelity(id=p, faithful=None, fidelity="model") for p in dict.fromkeys(map(point_id, rows))],
+        headlines=[figsummary.headline(fig.figure, ClaimResult.model_validate(v), v["model"]) for v in verdicts],
+    )

@@ -9,7 +9,6 @@ speed-up headline read it instead of parsing the markdown.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import statistics
@@ -21,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from replays import decomposition as decomp
+from replays import figsummary, outputs
 from replays.claims import (
     PAPER_EQ,
     REFERENCE,
@@ -31,6 +31,7 @@ from replays.claims import (
     paper_number,
     paper_reference,
 )
+from replays.evidence import PointFidelity
 from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
 
@@ -307,17 +308,17 @@ CSV_FIELDS = {
 }
 
 
-def write_csv(points: list[PointResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS))
-        w.writeheader()
-        for p in points:
-            row = {col: getattr(p, attr) for col, attr in CSV_FIELDS.items()}
-            row["failed"] = "; ".join(p.failed)
-            for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "model_bct_min_s", "model_bct_max_s"):
-                row[col] = _f(row[col])
-            row["model_t_push_s"] = _f(row["model_t_push_s"])
-            w.writerow(row)
+def csv_rows(points: list[PointResult]) -> list[dict[str, Any]]:
+    """summary.csv's rows: one per point, its times to 4 decimals."""
+    rows = []
+    for p in points:
+        row = {col: getattr(p, attr) for col, attr in CSV_FIELDS.items()}
+        row["failed"] = "; ".join(p.failed)
+        for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "model_bct_min_s", "model_bct_max_s"):
+            row[col] = _f(row[col])
+        row["model_t_push_s"] = _f(row["model_t_push_s"])
+        rows.append(row)
+    return rows
 
 
 def _f(x: float | None) -> str:
@@ -359,11 +360,7 @@ def _line(r: Row, paper_eq: bool) -> tuple[float | None, float, tuple[float, flo
 def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     """Grouped bars (series within groups) or lines (x vs BCT, one panel per group, model lines);
     error bars are the 95% CI of each point's mean."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = outputs.pyplot()
     groups = list(dict.fromkeys(r.point.group for r in rows))
     series = list(dict.fromkeys(r.point.series for r in rows))
     if fig.plot == "lines":
@@ -421,9 +418,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
     fig_.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig_.savefig(path, dpi=120)
-    plt.close(fig_)
+    outputs.save_png(fig_, path)
 
 
 def _formula_markers(ax: Any, rows: list[Row], groups: list[str], series: list[str], width: float) -> None:
@@ -579,13 +574,38 @@ def write_report(
         mine = [fig.compare.point(p) for p in points if fig.compare.compares(p)]
         compared = collect(out, mine, fig.compare.repeat, fig.metric)
     rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
-    write_csv(rep.points, out / "summary.csv")
-    plot(fig, rows, out / f"{fig.figure}.png")
+    plots: list[tuple[str, Callable[[Path], None]]] = [(f"{fig.figure}.png", lambda p: plot(fig, rows, p))]
     if rep.ratio_curves:
-        decomp.plot(rep.ratio_curves, out / f"{fig.figure}-ratio.png", f"{fig.title}: speed-up vs host time")
-    (out / "report.md").write_text(markdown(rep))
-    (out / "report.json").write_text(rep.model_dump_json(indent=1))
+        title = f"{fig.title}: speed-up vs host time"
+        plots.append((f"{fig.figure}-ratio.png", lambda p: decomp.plot(rep.ratio_curves, p, title)))
+    table = outputs.Table("summary.csv", list(CSV_FIELDS), csv_rows(rep.points))
+    files = outputs.ReportFiles(("report.md", markdown(rep)), ("report.json", rep), table, plots)
+    outputs.write_report_files(out, files)
+    write_summary(fig, out, rep, files)
     return rep.claims
+
+
+def write_summary(fig: Figure, out: Path, rep: FigureReport, files: outputs.ReportFiles) -> Path:
+    """The figure-level summary.json (replays.figsummary): a card per claim result, a speed-up's
+    with the decomposition of the BCTs it compares."""
+    cards = []
+    for c in rep.claims:
+        parts = [d.model_dump() for d in rep.decomposition if d.id in c.points] if c.type == "faster_than" else []
+        cards.append(figsummary.headline(fig.figure, c, n=rep.repetitions, decomposition=parts or None))
+    return figsummary.write_figure_summary(
+        out,
+        figure=fig.figure,
+        kind="figure",
+        title=fig.title,
+        command=f"testbed replay {fig.figure}",
+        quick=rep.quick,
+        wall_s=rep.wall_s,
+        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.EMULATED_DEPENDS],
+        files=files,
+        points=[PointFidelity(id=p.id, faithful=p.faithful, fidelity=p.fidelity) for p in rep.points],
+        headlines=cards,
+        repetitions=rep.repetitions,
+    )
 
 
 def speedup_curves(

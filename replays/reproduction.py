@@ -124,8 +124,8 @@ def fmt_value(v: float | None, unit: str = "") -> str:
 
 def measured_text(h: Headline) -> str:
     """Ours: the value, its 95% CI and the repetitions behind it."""
-    if h.measured is None:
-        return NOT_MEASURED
+    if h.measured is None:  # a claim on an order or a bound: no one number, its detail says what was measured
+        return h.detail or NOT_MEASURED
     if h.unit.startswith("x"):
         head, rest = f"{fmt_number(h.measured)}x", h.unit[1:].strip()
     else:

@@ -23,7 +23,6 @@ not hold, 130 interrupted). Paths: PATHS below, the same for every command.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -345,49 +344,33 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from replays import figure, sweep
-    from replays.modelreplay import replay_model_figure
-    from replays.report import write_report
+    """Each figure of the name or group through its kind's evaluator (replays.framework): emulated
+    runs, or the closed-form and flow models for the model figures (Figs. 6-7, no emulation)."""
+    from replays import figure, framework
 
     group = figure.group_names(args.figure)
     names = group if group is not None else [args.figure]
     models = figure.figure_names("model")
+    opts = framework.ReplayOptions(
+        quick=args.quick,
+        fresh=args.fresh,
+        repeat=args.repeat,
+        repeat_as=args.repeat_as,
+        report_only=args.report_only,
+        progress=progress_on(args),
+        results=Path(args.results),
+        budget=not args.no_budget,
+    )
     shortfalls: list[str] = []
     for name in names:
-        if name in models:  # Figs. 6-7: analytic + flow model, no emulation (saved points are reused)
-            out = replay_model_figure(name, quick=args.quick, fresh=args.fresh, results=Path(args.results))
-            print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
-            shortfalls += _report_shortfalls(name, out)
+        kind = framework.kind_of(name)
+        done = kind.replay(name, opts)
+        if done.nothing:
+            print(done.nothing)
             continue
-        if args.report_only:
-            from runs.predict import repredict
-            from runs.steptime import resplit
-
-            fig = figure.load_figure(name)
-            out = Path(args.results) / (f"{name}-quick" if args.quick else name)
-            summaries = sorted(out.glob("points/*/rep*/summary.json"))
-            if not summaries:
-                print(f"{name}: nothing to redraw: no runs in {out} (replay it first)")
-                continue
-            for summary in summaries:
-                repredict(summary.parent)  # the model as the code has it now
-                resplit(summary.parent)  # and the step split, from the run's links.csv
-            reps = sweep.repetitions(fig, args.quick, args.repeat)
-            write_report(fig, out, sweep.points_to_run(fig, args.quick), reps, {}, quick=args.quick)
-        else:
-            out = sweep.run_figure(
-                name,
-                quick=args.quick,
-                repeat=args.repeat,
-                fresh=args.fresh,
-                results=Path(args.results),
-                progress=progress_on(args),
-                repeat_as=args.repeat_as,
-                budget=not args.no_budget,
-            )
-        print(f"{name}: {out / 'report.md'}  {out / (name + '.png')}")
-        shortfalls += _report_shortfalls(name, out)
-        headline = speedup_table(out)
+        print(f"{name}: {done.report}  {done.figure}")
+        shortfalls += done.shortfalls
+        headline = speedup_table(done.out) if kind.kind == "figure" else ""
         if headline:
             print(headline)
     if group is not None:
@@ -398,24 +381,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from replays.matrix import run_matrix
-    from replays.matrix_report import write_matrix_report
+    """The matrix: a figure kind of replays.framework (each cell an emulated run)."""
+    from replays import framework
 
-    only, progress = args.report_only, progress_on(args)
-    run = run_matrix(
-        Path(args.file),
-        args.quick,
-        args.repeat,
-        args.fresh,
-        progress=progress,
-        report_only=only,
+    opts = framework.ReplayOptions(
+        quick=args.quick,
+        fresh=args.fresh,
+        repeat=args.repeat,
+        report_only=args.report_only,
+        progress=progress_on(args),
         budget=not args.no_budget,
     )
-    rep = write_matrix_report(run)
-    print(f"{run.fig.figure}: {run.out / 'matrix.md'}  {run.out / (run.spec.matrix + '.png')}")
-    return strict_code(
-        args, [f"{run.fig.figure}: {c.label} x {c.scheme} not faithful" for c in rep.cells if c.faithful is False]
-    )
+    done = framework.Matrices().replay(args.file, opts)
+    print(f"{done.name}: {done.report}  {done.figure}")
+    return strict_code(args, done.shortfalls)
 
 
 # --- exit codes, progress, paths ---------------------------------------------------------------------
@@ -436,17 +415,10 @@ def _run_shortfalls(s: dict) -> list[str]:
 
 
 def _report_shortfalls(name: str, out: Path) -> list[str]:
-    """A figure's points that were not faithful and claims that did not hold, from its report.json
-    (an emulated figure's replays.report or a model figure's replays.modelfig_report)."""
-    try:
-        rep = json.loads((out / "report.json").read_text())
-    except (OSError, ValueError):
-        return [f"{name}: no report.json in {out}"]
-    bad = [f"{name}: point {p.get('id')} not faithful" for p in rep.get("points", []) if p.get("faithful") is False]
-    for c in rep.get("claims", []):
-        if str(c.get("verdict", "")).startswith("does NOT hold"):
-            bad.append(f"{name}: claim {c.get('label') or c.get('text')!r} does NOT hold")
-    return bad
+    """A figure's points that were not faithful and claims that did not hold (replays.framework)."""
+    from replays.framework import report_shortfalls
+
+    return report_shortfalls(name, out)
 
 
 def progress_on(args: argparse.Namespace) -> bool:

@@ -80,6 +80,37 @@ def test_monotone_every_step_against_ends():
     assert judge(rises, [row("r5", 9.0), row("r1", None)])[0].verdict == "not measured"
 
 
+def test_monotone_allowing_ties_and_judged_at_every_x():
+    """The checks model figures use (replays.modelfig_report judges them on each model's values):
+    ties allowed at each step, the ends strictly apart; `per_x` judges the order at every x the
+    series share, the ends at the largest x only, and an unfaithful point still withholds it."""
+    ties = {"type": "monotone", "text": "t", "direction": "rises", "series": ["a", "b", "c"], "check": "no_reversal"}
+    assert judge(ties, [row("a", 1.0), row("b", 1.0), row("c", 2.0)])[0].holds is True
+    assert judge(ties, [row("a", 1.0), row("b", 0.9), row("c", 2.0)])[0].holds is False
+    ends = {**ties, "check": "no_reversal_ends"}
+    assert judge(ends, [row("a", 1.0), row("b", 1.0), row("c", 1.0)])[0].holds is False
+    per_x = {**ends, "series": ["a", "b"], "per_x": True}
+    rows = [row("a", 1.0, x=1), row("b", 1.0, x=1), row("a", 1.0, x=2), row("b", 3.0, x=2), row("b", 9.0, x=3)]
+    (r,) = judge(per_x, rows)  # x=3 has no a: judged at 1 and 2, equal at 1, apart at the largest
+    assert (r.holds, r.detail) == (True, "at x=2: a 1.000 s < b 3.000 s")
+    assert r.points == ["a-a-1", "a-b-1", "a-a-2", "a-b-2"]
+    flipped = [row("a", 2.0, x=1), row("b", 1.0, x=1), row("a", 1.0, x=2), row("b", 3.0, x=2)]
+    assert judge(per_x, flipped)[0].holds is False  # a step the wrong way at a smaller x
+    bad = [row("a", 1.0, x=1), row("b", 1.0, x=1), row("a", 1.0, x=2), row("b", 3.0, x=2, faithful=False)]
+    assert judge(per_x, bad)[0].verdict.startswith("not judged (point not faithful: a-b-2")
+    assert judge(per_x, [row("a", 1.0, x=1)])[0].verdict == "not measured"
+    with pytest.raises(ValidationError, match="per_x: judging at every x needs `series`"):
+        CLAIM.validate_python({"type": "monotone", "text": "t", "direction": "rises", "per_x": True})
+
+
+def test_within_percent_of_at_every_x_judges_the_largest_gap():
+    c = {"type": "within_percent_of", "text": "t", "series": "b", "of": "a", "percent": 10, "per_x": True}
+    rows = [row("a", 2.0, x=1), row("b", 2.1, x=1), row("a", 4.0, x=2), row("b", 4.2, x=2), row("a", 1.0, x=3)]
+    (r,) = judge(c, rows)
+    assert (r.holds, r.detail, r.values["x"]) == (True, "largest gap 5.00% at x=1", 1)
+    assert judge({**c, "percent": 4}, rows)[0].holds is False
+
+
 def test_within_percent_of():
     c = {
         "type": "within_percent_of",

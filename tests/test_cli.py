@@ -278,7 +278,11 @@ def test_ctrl_c_before_anything_was_built_says_so(tmp_path):
     fifo = tmp_path / "topo.yaml"
     os.mkfifo(fifo)
     p = subprocess.Popen([*TESTBED, "topo", "show", str(fifo)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)  # past the imports, blocked in the read
+    wchan = Path(f"/proc/{p.pid}/wchan")
+    deadline = time.monotonic() + 120  # past the imports (slow on a loaded machine), blocked opening the FIFO
+    while time.monotonic() < deadline and p.poll() is None and wchan.read_text() != "wait_for_partner":
+        time.sleep(0.1)
+    assert p.poll() is None and wchan.read_text() == "wait_for_partner", "testbed never blocked on the FIFO"
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
@@ -300,7 +304,7 @@ def test_strict_turns_a_claim_that_did_not_hold_into_exit_3(tmp_path):
     rep["claims"][0]["verdict"] = "does NOT hold"
     (tmp_path / "report.json").write_text(json.dumps(rep))
     short = cli._report_shortfalls("fig6", tmp_path)
-    assert short == [f"fig6: claim {rep['claims'][0]['text']!r} does NOT hold"]
+    assert short == [f"fig6: claim {rep['claims'][0]['label']!r} does NOT hold"]
     assert cli.strict_code(argparse.Namespace(strict=False), short) == cli.EXIT_OK
     assert cli.strict_code(argparse.Namespace(strict=True), short) == cli.EXIT_NOT_FAITHFUL == 3
     summary = {"name": "x", "fidelity": {"faithful": False, "reason": "ovs-vswitchd dropped 3 packets"}}

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from replays import figure, sweep
+from replays.evidence import read_summary
 from replays.matrix import DEFAULT_FILE, MatrixError, MatrixRun, load_matrix, plan
 from replays.matrix_report import write_matrix_report
 from replays.report import write_report
@@ -116,7 +117,7 @@ def test_matrix_report_from_cell_summaries(tmp_path):
         d = figure.rep_dir(out, next(c.point for c in cells if c.point.id == pid), 1)
         d.mkdir(parents=True)
         (d / "summary.json").write_text(json.dumps(s))
-    rep = write_matrix_report(MatrixRun(m, fig, cells, out, 1, False))
+    rep = write_matrix_report(MatrixRun(m, fig, cells, out, 1, False, path))
     by = {f"{c.topology}-{c.scheme}": c for c in rep.cells}
     assert by["psnet-ring"].gst_mean_s == 1.8 and by["psnet-ring"].ci_over == "iterations"
     assert by["psnet-tf-ps"].gst_mean_s == 2.0 and by["psnet-tf-ps"].expected_sync_s > 0  # counted on ps
@@ -131,6 +132,15 @@ def test_matrix_report_from_cell_summaries(tmp_path):
     assert len(rows) == 6 and {r["why"] for r in rows if r["applies"] == "False"} >= {by["ls-tf-ps"].why}
     assert json.loads((out / "matrix.json").read_text())["cells"][1]["scheme"] == "ring"
     assert (out / "matrix.png").read_bytes()[:4] == b"\x89PNG"
+    s = read_summary(out)  # the figure-level summary, written as every replay kind writes it
+    assert s is not None and (s.kind, s.paper, s.files.report, s.files.data) == (
+        "matrix",
+        None,
+        "matrix.md",
+        "matrix.csv",
+    )
+    assert s.command == f"testbed matrix {path}" and s.files.figures == ["matrix.png"] and s.headlines == []
+    assert {p.id: p.faithful for p in s.points}["ls-ring"] is False and len(s.points) == 6
 
 
 def test_gst_figure_report_shows_the_table3_formula(tmp_path):
@@ -152,3 +162,19 @@ def test_gst_figure_report_shows_the_table3_formula(tmp_path):
     assert points["b41-hips"]["model_gst_formula_s"] == 3.9 and points["b41-rs"]["model_gst_s"] == pytest.approx(7.11)
     assert "| 3.51 (schedule); 3.90 (Table 3) |" in (out / "report.md").read_text()
     assert (out / "hips-table3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_matrix_is_a_figure_kind_of_the_replay_framework(tmp_path):
+    """`testbed matrix` goes through replays.framework like `testbed replay`: a matrix file is
+    owned by the matrix kind; --report-only with nothing run writes the table of not-run cells,
+    the heat map and the figure-level summary."""
+    from replays import framework
+
+    assert isinstance(framework.kind_of(str(DEFAULT_FILE)), framework.Matrices)
+    assert isinstance(framework.kind_of("fig6"), framework.ModelFigures)
+    assert isinstance(framework.kind_of("fig13"), framework.EmulatedFigures)
+    opts = framework.ReplayOptions(quick=True, report_only=True, results=tmp_path)
+    done = framework.Matrices().replay(str(DEFAULT_FILE), opts)
+    assert done.report.is_file() and done.figure.is_file() and done.shortfalls == []
+    s = read_summary(done.out)
+    assert s is not None and s.kind == "matrix" and s.command == "testbed matrix --quick"

@@ -9,13 +9,16 @@ import json
 import math
 
 import pytest
+from pydantic import TypeAdapter
 
 from models import bct_model
 from models.bct_scale import analytic_comm
 from models.flow.paper_scale import job_routes
 from replays import figure
+from replays.claims import Claim, ClaimResult
+from replays.evidence import read_summary
 from replays.figure import FigureError
-from replays.modelfig import ModelClaim, fattree_k, load_model_figure, spec_data
+from replays.modelfig import fattree_k, load_model_figure, spec_data
 from replays.modelfig_report import judge
 from replays.modelreplay import replay_model_figure
 from testbed import cli
@@ -94,25 +97,64 @@ ROWS = [
 ]
 
 
-def test_order_claim_needs_every_step_and_strict_ends():
-    claim = ModelClaim(type="order", text="t", panel="a", series=["K=1", "K=2", "K=4"], strict=True)
-    assert judge(claim, ROWS, "analytic_s") == ("holds", "at W=192: K=1 0.640 s > K=2 0.320 s > K=4 0.320 s")
-    assert judge(claim, ROWS, "flowmodel_s")[0] == "not measured"  # K=4 has no flow-model point
-    rising = ModelClaim(type="order", text="t", panel="a", series=["K=2", "K=1"])
-    assert judge(rising, ROWS, "analytic_s")[0] == "does NOT hold"
+CLAIM = TypeAdapter(Claim)
 
 
-def test_overlap_claim_reports_the_largest_gap():
-    claim = ModelClaim(type="overlap", text="t", panel="a", series=["K=2"], of="K=1", percent=1)
-    assert judge(claim, ROWS, "analytic_s") == ("does NOT hold", "largest gap 50.00% at W=192")
-    near = ModelClaim(type="overlap", text="t", panel="a", series=["K=4"], of="K=2", percent=1)
-    assert judge(near, ROWS, "analytic_s") == ("holds", "largest gap 0.00% at W=48")
+def verdicts(claim: dict, rows: list[dict] = ROWS) -> dict[str, tuple[str, str]]:
+    """(verdict, detail) per model of one claim, judged by replays.claims as the report does."""
+    return {v["model"]: (v["verdict"], v["detail"]) for v in judge([CLAIM.validate_python(claim)], rows)}
 
 
-def test_a_claim_naming_no_series_is_refused():
+def test_a_monotone_claim_at_every_w_needs_every_step_and_strict_ends():
+    order = {"type": "monotone", "direction": "falls", "check": "no_reversal_ends", "per_x": True, "text": "t"}
+    claim = {**order, "groups": ["a"], "series": ["K=1", "K=2", "K=4"]}
+    got = verdicts(claim)
+    assert got["analytic"] == ("holds", "at W=192: K=1 0.640 s > K=2 0.320 s > K=4 0.320 s")
+    assert got["flow model"][0] == "not measured"  # K=4 has no flow-model point
+    assert verdicts({**claim, "series": ["K=2", "K=1"]})["analytic"][0] == "does NOT hold"
+    # ties allowed at every step, but the ends strictly apart at the largest W
+    assert verdicts({**claim, "series": ["K=2", "K=4"]})["analytic"][0] == "does NOT hold"
+    assert verdicts({**claim, "series": ["K=2", "K=4"], "check": "no_reversal"})["analytic"][0] == "holds"
+
+
+def test_a_within_percent_claim_at_every_w_reports_the_largest_gap():
+    claim = {"type": "within_percent_of", "per_x": True, "text": "t", "groups": ["a"], "series": "K=2", "of": "K=1"}
+    assert verdicts({**claim, "percent": 1})["analytic"] == ("does NOT hold", "largest gap 50.00% at W=192")
+    near = {**claim, "series": "K=4", "of": "K=2", "percent": 1}
+    assert verdicts(near)["analytic"] == ("holds", "largest gap 0.00% at W=48")
+
+
+def test_the_model_figures_judge_with_the_figure_claims_words():
+    """One claims engine: a model figure's results are replays.claims.ClaimResults, with the model."""
+    claim = {"type": "within_percent_of", "per_x": True, "text": "t", "series": "K=4", "of": "K=2", "percent": 1}
+    (result, flow) = judge([CLAIM.validate_python({**claim, "groups": ["a"]})], ROWS)
+    assert ClaimResult.model_validate(result).holds is True and result["group"] == "a"
+    assert (result["model"], flow["model"], flow["verdict"]) == ("analytic", "flow model", "not measured")
+    assert result["points"] == ["a-K=2-W48", "a-K=4-W48", "a-K=2-W192", "a-K=4-W192"]
+
+
+@pytest.mark.parametrize(
+    ("claim", "error"),
+    [
+        (
+            {"type": "monotone", "direction": "falls", "per_x": True, "text": "t", "groups": ["a"], "series": ["K=3"]},
+            r"claims\.0: panel a has no series 'K=3'",
+        ),
+        (
+            {"type": "monotone", "direction": "falls", "per_x": True, "text": "t", "groups": ["c"], "series": ["K=1"]},
+            r"claims\.0\.groups: no panel 'c'; panels: a, b",
+        ),
+        (
+            {"type": "monotone", "direction": "falls", "text": "t", "groups": ["a"], "series": ["K=1", "K=2"]},
+            r"claims\.0\.per_x: a model figure's claims are judged at every W",
+        ),
+        ({"type": "best", "series": "K=1", "text": "t"}, r"claims\.0\.type: a model figure judges monotone"),
+    ],
+)
+def test_a_claim_a_model_figure_cannot_judge_is_refused(claim, error):
     data = load_model_figure("fig6").model_dump()
-    data["claims"] = [{"type": "order", "text": "t", "panel": "a", "series": ["K=3"]}]
-    with pytest.raises(ValueError, match=r"claims\.0: panel a has no series 'K=3'"):
+    data["claims"] = [claim]
+    with pytest.raises(ValueError, match=error):
         type(load_model_figure("fig6")).model_validate(data)
 
 
@@ -132,8 +174,19 @@ def test_fig6_quick_replay_runs_both_models(tmp_path, monkeypatch):
     assert by[("a", "K=1")] == pytest.approx(2 * 2 * S * 8 / 10e9 + 4 * 20e-6)
     assert by[("a", "K=2")] == by[("a", "K=4")] == pytest.approx(2 * S * 8 / 10e9 + 4 * 20e-6)
     report = json.loads((out / "report.json").read_text())
-    verdicts = {(c["text"], c["model"]): c["verdict"] for c in report["claims"]}
-    assert set(verdicts.values()) == {"holds"}, verdicts
+    got = {(c["label"], c["model"]): c["verdict"] for c in report["claims"]}
+    assert set(got.values()) == {"holds"}, got
+    summary = read_summary(out)  # the figure-level summary: one card per claim and model, the same verdicts
+    assert summary is not None and (summary.name, summary.kind, summary.paper) == (
+        "fig6-quick",
+        "model-figure",
+        "psnet",
+    )
+    assert summary.command == "testbed replay fig6 --quick" and summary.files.figures == ["fig6.png"]
+    assert [(h.claim, h.verdict) for h in summary.headlines] == [
+        (f"{c['label']} [{c['model']}]", "holds") for c in report["claims"]
+    ]
+    assert summary.headlines[2].id == "fig6.a.within_percent_of.analytic" and summary.headlines[2].measured == 0.0
     again = replay_model_figure("fig6", quick=True, results=tmp_path)  # every point kept: no simulation
     assert json.loads((again / "report.json").read_text())["wall_s"] < 10
 
@@ -144,7 +197,7 @@ def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
         "replays.modelreplay.replay_model_figure", lambda name, **kw: calls.append((name, kw)) or tmp_path
     )
     assert cli.main(["replay", "fig7", "--quick"]) == 0
-    assert calls == [("fig7", {"quick": True, "fresh": False})]
+    assert calls == [("fig7", {"quick": True, "fresh": False, "results": cli.REPO_DIR / "results"})]
     assert "fig7: " in capsys.readouterr().out
 
 

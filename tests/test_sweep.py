@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from replays import decomposition as decomp
 from replays import figure, sweep
+from replays.evidence import read_summary
 from replays.report import bars_paper_equivalent, collect, lines_paper_equivalent, overview, write_report
 from testbed import cli
 from topologies.schema import fidelity_budget_mbps, one_line_error
@@ -164,6 +165,25 @@ def test_a_claim_on_an_unfaithful_point_is_not_judged(tmp_path):
     text = (out / "report.md").read_text()
     assert "**ResNet50: FatTree slower as r grows**: not judged (point not faithful: fattree-r2-resnet50" in text
     assert "| fattree-r2-resnet50 | FatTree r=2 | ResNet50 |  | 2.500 | ±0.100 | 5 steps |" in text
+    # the figure-level summary beside it (replays.figsummary): a card per claim result, the same verdicts
+    s = read_summary(out)
+    assert s is not None and (s.name, s.kind, s.paper, s.command) == (
+        "fig13",
+        "figure",
+        "psnet",
+        "testbed replay fig13",
+    )
+    assert s.files.data == "summary.csv" and all((out / f).is_file() for f in [s.files.report, *s.files.figures])
+    cards = {h.claim: h for h in s.headlines}
+    assert [h.verdict for h in s.headlines] == [c.verdict for c in claims.values()]
+    speedup = cards["ResNet50: PSNet faster than FatTree r=1"]
+    assert (speedup.id, speedup.measured, speedup.paper_text) == (
+        "fig13.resnet50.faster_than",
+        pytest.approx(2.6),
+        "1.92x",
+    )
+    assert cards["ResNet50: FatTree slower as r grows"].verdict_kind == "not judged"
+    assert {p.id: p.faithful for p in s.points}["fattree-r2-resnet50"] is False
 
 
 def test_incomplete_runs_show_as_failed_not_as_numbers(tmp_path):
