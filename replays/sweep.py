@@ -34,6 +34,7 @@ from pathlib import Path
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from replays.report import write_report
 from runs import rounds
+from runs.summary import write_summary
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from schemes.registry import SCHEMES, Need
 from topologies.build import build_network
@@ -228,7 +229,7 @@ def _retry(
         f = d / "summary.json"
         s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
         retry = {"why": why[d], "scale": spec.scale, "rerun_scale": rerun.scale}
-        f.write_text(json.dumps({**s, "retries": [retry]}, indent=1))
+        write_summary(f, {**s, "retries": [retry]})
 
 
 def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str) -> str | None:

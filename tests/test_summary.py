@@ -183,3 +183,18 @@ def test_the_report_names_a_malformed_repetition(tmp_path):
 def test_summary_of_takes_a_model_as_it_is():
     s = summary_of({"complete": False})
     assert summary_of(s) is s and s.bct_s.n == 0 and s.faithful is None and s.as_dict() == {"complete": False}
+
+
+def test_a_retry_that_wrote_nothing_leaves_a_typed_summary_saying_so(tmp_path, monkeypatch):
+    """replays.sweep._retry writes the retry's record through the model too."""
+    from replays import sweep
+    from topologies.schema import load_spec
+
+    monkeypatch.setattr(sweep, "_attempt", lambda *a, **k: None)  # the run wrote no summary
+    d = tmp_path / "rep1"
+    d.mkdir()
+    spec = load_spec(ROOT / "topologies" / "psnet-testbed.yaml")
+    sweep._retry(None, spec, "t.yaml", [d], "origin", 1.0, {d: "stalled: no step"})  # type: ignore[arg-type]
+    s = read_summary(d)
+    assert (s.complete, s.error) == (False, "the retry wrote no summary")
+    assert [(r.why, r.scale, r.rerun_scale) for r in s.retries] == [("stalled: no step", spec.scale, spec.scale)]
