@@ -67,7 +67,7 @@ def writers_summary() -> dict:
         "global_step": 12,
         "restarts": [{"failed": "ps1_2", "standby": "ps1_3", "reached_step": 9, "attempt": 1}],
         "fidelity": {"faithful": False, "reason": "ovs at 99%", "links": {"t1_1-eth3": 0.97}, "transfer_util": None},
-        "predicted": {"equation": "Eq. 5", "bct_min_s": 1.0, "bct_max_s": 2.0, "c": None},
+        "predicted": {"equation": "Eq. 5", "bct_min_s": 1.0, "bct_max_s": 2.0, "t_push_s": 0.5, "t_compute_s": 0.1},
         "predicted_placement": {},
         "host_time_mode": "scaled",
         "host_time_pad_s": 0.0,
@@ -198,3 +198,31 @@ def test_a_retry_that_wrote_nothing_leaves_a_typed_summary_saying_so(tmp_path, m
     s = read_summary(d)
     assert (s.complete, s.error) == (False, "the retry wrote no summary")
     assert [(r.why, r.scale, r.rerun_scale) for r in s.retries] == [("stalled: no step", spec.scale, spec.scale)]
+
+
+def test_testbed_run_prints_a_typed_summary(tmp_path, monkeypatch, capsys):
+    """`testbed run`'s report reads the RunResult's typed summary (TF job, several jobs, hardware)."""
+    from runs import runner
+    from runs.runloop import RunResult
+    from testbed import cli
+
+    d = writers_summary()
+    for k in ("gst_s", "timeline", "retries"):
+        d.pop(k)
+    d["jobs"]["b"] = {**d["jobs"]["a"], "name": "b"}  # both finished: `testbed run` prints after a success
+    server = {"cpu_mean": None, "plays": ["ps1_1"], "nic": "eth1", "rx_bytes": 2e6, "tx_bytes": 1e6, "seconds": 9.0}
+    d["hardware"]["servers"] = {"s1": server}
+    s = summary_of(d)
+    monkeypatch.setattr(runner, "run_experiment", lambda *a, **k: RunResult("mix", tmp_path, True, s))
+    assert cli.main(["run", "whatever.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mix: vgg16 W=6 P=2 BS=1 scale 40, 13.20 MB pushed per worker-step (x40 = paper S)\n")
+    assert "  BCT measured  mean 1.300 s  p50 1.300  p95 1.400" in out and "BCT mean 1.300 s (n=3)" in out
+    assert "  routing       balanced: C = 2 connections on t1_1-eth3" in out
+    assert (
+        "  model         when the real network is that topology" in out and "server s1 (ps1_1): eth1 rx 2.00 MB" in out
+    )
+    d.pop("mode"), d.pop("hardware")
+    monkeypatch.setattr(runner, "run_experiment", lambda *a, **k: RunResult("mix", tmp_path, True, summary_of(d)))
+    assert cli.main(["--strict", "run", "whatever.yaml"]) == cli.EXIT_NOT_FAITHFUL
+    assert "  fidelity      NOT faithful: ovs at 99%" in capsys.readouterr().out
