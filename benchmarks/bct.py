@@ -148,7 +148,7 @@ def run_point(topology: str, mbps: float, folder: Path, runs_dir: Path, args: ar
         procs, cpu = job_account(sampler)
     wall_s = time.monotonic() - t0
     out_dir = result.out_dir if isinstance(result, RunResult) else runs_dir / name
-    summary = result.summary if result else _read_summary(out_dir)
+    summary = result.summary.as_dict() if result else _read_summary(out_dir)  # the JSON, as the table keeps it
     events = read_events(out_dir)
     queued = pre_emulation_s(events, t_call)
     rss = [p["peak_rss"] / 1e6 for p in procs if p["peak_rss"]]

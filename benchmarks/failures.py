@@ -37,6 +37,7 @@ import yaml
 
 from benchmarks.common import TOP, begin, bench_parser, finish, fmt, lock_wait_s, md_table, meta, write_summary
 from runs.runner import run_experiment
+from runs.summary import RunSummary, read_summary
 from workloads.errors import RunError
 
 LOG = logging.getLogger(__name__)
@@ -95,18 +96,19 @@ def run_one(topology: str, events: list[dict], gap: int, dark_ms: float | None, 
     name = f"{topology}" + (f"-dark{dark_ms:g}ms" if dark_ms is not None else "")
     t0 = time.monotonic()
     row: dict = {"topology": topology, "dark_ms": dark_ms, "run": name}
+    s: RunSummary | None = None
     try:
         res = run_experiment(experiment(topology, events, gap, dark_ms, tmp, name), runs, progress=False)
         s = res.summary
     except RunError as err:
         row["error"] = str(err)
-        s = json.loads((runs / name / "summary.json").read_text()) if (runs / name / "summary.json").exists() else {}
+        s = read_summary(runs / name / "summary.json") if (runs / name / "summary.json").exists() else None
     row["wall_s"] = time.monotonic() - t0
-    row["complete"] = bool(s.get("complete"))
-    row["bct_s"] = (s.get("bct_s") or {}).get("p50")
-    row["fidelity"] = (s.get("fidelity") or {}).get("faithful")
-    row["events"] = (s.get("timeline") or {}).get("events", [])
-    row["not_applied"] = (s.get("timeline") or {}).get("not_applied", [])
+    row["complete"] = bool(s and s.complete)
+    row["bct_s"] = s.bct_s.p50 if s else None
+    row["fidelity"] = s.faithful if s else None
+    row["events"] = s.timeline.events if s and s.timeline else []
+    row["not_applied"] = s.timeline.not_applied if s and s.timeline else []
     LOG.info(
         "%s: %s in %.0f s, %d events",
         name,

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from models import bct_model
 from replays import outputs
+from runs.summary import RunSummary
 
 #: the mode of runs that state none: their host time is the scaled job's own
 DEFAULT_MODE = "scaled"
@@ -59,14 +60,14 @@ class RowLike(Protocol):
     @property
     def bct(self) -> float | None: ...
     @property
-    def summaries(self) -> list[dict]: ...
+    def summaries(self) -> list[RunSummary]: ...
     @property
     def pred(self) -> dict: ...
 
 
-def host_time_mode(summary: dict) -> str:
+def host_time_mode(summary: RunSummary) -> str:
     """The run's host-time mode (see the module docstring)."""
-    mode = summary.get("host_time_mode") or summary.get("host_time")
+    mode = summary.host_time_mode or summary.host_time
     if isinstance(mode, dict):
         mode = mode.get("mode")
     return str(mode) if mode else DEFAULT_MODE
@@ -106,18 +107,26 @@ class Decomposition(BaseModel):
         return self.comm_s + self.rest_s
 
 
-def has_split(summary: dict) -> bool:
+def has_split(summary: RunSummary) -> bool:
     """The run recorded its steps' measured communication and rest (runs.steptime)."""
-    return bool((summary.get("step_split") or {}).get("comm_s", {}).get("n"))
+    split = summary.step_split
+    return bool(split and split.comm_s and split.comm_s.n)
 
 
-def paper_bct_s(summary: dict) -> float | None:
+def _split(summary: RunSummary) -> tuple[float, float]:
+    """(communication, rest) means of a summary that has_split."""
+    split = summary.step_split
+    assert split and split.comm_s and split.rest_s, "has_split first"
+    return float(split.comm_s.mean or 0.0), float(split.rest_s.mean or 0.0)
+
+
+def paper_bct_s(summary: RunSummary) -> float | None:
     """One run's mean BCT in paper-equivalent seconds (communication x compress + the rest), None
     without a split."""
     if not has_split(summary):
         return None
-    split = summary["step_split"]
-    return split["comm_s"]["mean"] * float(summary.get("compress") or 1.0) + split["rest_s"]["mean"]
+    comm, rest = _split(summary)
+    return comm * summary.compress_factor + rest
 
 
 def paper_bounds(pred: dict, compress: float) -> tuple[float, float] | None:
@@ -140,11 +149,11 @@ def decompose(row: RowLike) -> Decomposition | None:
     splits = [s for s in row.summaries if has_split(s)]
     if not splits or row.bct is None:
         return None
-    compress = float(splits[0].get("compress") or 1.0)
-    comm = statistics.fmean(s["step_split"]["comm_s"]["mean"] for s in splits)
-    rest = statistics.fmean(s["step_split"]["rest_s"]["mean"] for s in splits)
+    compress = splits[0].compress_factor
+    comm = statistics.fmean(_split(s)[0] for s in splits)
+    rest = statistics.fmean(_split(s)[1] for s in splits)
     model = row.pred.get("t_comm_s")
-    links = [s["step_split"]["link_s"]["mean"] for s in splits if (s["step_split"].get("link_s") or {}).get("n")]
+    links = [ls.mean for s in splits if s.step_split and (ls := s.step_split.link_s) and ls.n]
     return Decomposition(
         id=row.point.id,
         series=row.point.series,
@@ -184,7 +193,7 @@ class RatioCurve(BaseModel):
 def model_comm_s(row: RowLike) -> float | None:
     """The model's T_push + T_pull for the point, paper-equivalent seconds (None: no model)."""
     t = row.pred.get("t_comm_s")
-    compress = float(row.summaries[0].get("compress") or 1.0) if row.summaries else 1.0
+    compress = row.summaries[0].compress_factor if row.summaries else 1.0
     return None if not t else t * compress
 
 

@@ -23,6 +23,7 @@ from replays.evidence import PointFidelity
 from replays.figure import rep_dir
 from replays.matrix import Cell, MatrixRun
 from runs.stats import describe
+from runs.summary import RunSummary, Stats, SummaryError, read_summary
 from schemes.count import expected_sync_s
 from schemes.registry import gather
 from schemes.registry import get as get_scheme
@@ -72,16 +73,16 @@ class MatrixReport(BaseModel):
     cells: list[CellResult]
 
 
-def _fold(stats: list[dict]) -> tuple[float | None, float | None, str]:
+def _fold(stats: list[Stats | None]) -> tuple[float | None, float | None, str]:
     """Mean and 95% CI half-width: over the repetitions' means, or one run's own over its iterations."""
-    stats = [s for s in stats if s.get("n")]
-    if not stats:
+    measured = [s for s in stats if s and s.n and s.mean is not None]
+    if not measured:
         return None, None, ""
-    if len(stats) > 1:
-        d = describe([s["mean"] for s in stats])
+    if len(measured) > 1:
+        d = describe([float(s.mean or 0.0) for s in measured])
         return d["mean"], d["ci95"], "repetitions"
-    ci = stats[0].get("ci95")
-    return stats[0]["mean"], ci if isinstance(ci, int | float) and math.isfinite(ci) else None, "iterations"
+    ci = measured[0].ci95
+    return measured[0].mean, ci if isinstance(ci, int | float) and math.isfinite(ci) else None, "iterations"
 
 
 def _tf_ps_counts(cell: Cell, model_bytes: float) -> tuple[float, int]:
@@ -95,29 +96,33 @@ def _tf_ps_counts(cell: Cell, model_bytes: float) -> tuple[float, int]:
 
 def cell_result(cell: Cell, out: Path, reps: int) -> CellResult:
     base = {"topology": cell.topo.id, "label": cell.topo.label, "scheme": cell.scheme, "applies": cell.applies}
-    summaries, failed = [], []
+    summaries: list[RunSummary] = []
+    failed: list[str] = []
     for k in range(1, reps + 1) if cell.applies else []:
         try:
-            s = json.loads((rep_dir(out, cell.point, k) / "summary.json").read_text())
-        except (OSError, ValueError):
+            s = read_summary(rep_dir(out, cell.point, k) / "summary.json")
+        except OSError:
             failed.append(f"rep{k}: not run")
             continue
-        if s.get("complete"):
+        except SummaryError as err:  # one line naming the file and the field
+            failed.append(f"rep{k}: {err}")
+            continue
+        if s.complete:
             summaries.append(s)
         else:
-            failed.append(f"rep{k}: {s.get('error') or 'incomplete'}")
+            failed.append(f"rep{k}: {s.error or 'incomplete'}")
     tf = not get_scheme(cell.scheme).engine  # TF's job: no sync phase of its own, its links' busy time
-    gst = _fold([(s.get("step_split") or {}).get("comm_s", {}) if tf else s.get("gst_s", {}) for s in summaries])
-    bct = _fold([s.get("bct_s", {}) for s in summaries])
-    first = summaries[0] if summaries else {}
-    expected, cross = first.get("expected_sync_s"), first.get("cross_region_bytes")
-    cross_total = sum(cross) if cross else None
+    gst = _fold([(s.step_split.comm_s if s.step_split else None) if tf else s.gst_s for s in summaries])
+    bct = _fold([s.bct_s for s in summaries])
+    first = summaries[0] if summaries else None
+    expected = first.expected_sync_s if first else None
+    cross_total = sum(first.cross_region_bytes) if first and first.cross_region_bytes else None
     if tf and first:
-        expected, cross_total = _tf_ps_counts(cell, first["model_bytes_emulated"])
+        expected, cross_total = _tf_ps_counts(cell, float(first.model_bytes_emulated or 0.0))
     return CellResult(
         **base,
         why=cell.why,
-        workers=first.get("workers"),
+        workers=first.workers if first else None,
         repetitions=len(summaries),
         failed=failed,
         gst_mean_s=gst[0],
@@ -126,10 +131,10 @@ def cell_result(cell: Cell, out: Path, reps: int) -> CellResult:
         bct_ci95_s=bct[1],
         ci_over=gst[2] or bct[2],
         expected_sync_s=expected,
-        gst_formula_s=first.get("gst_formula_s"),
+        gst_formula_s=first.gst_formula_s if first else None,
         cross_region_bytes=cross_total,
-        faithful=all(s["fidelity"]["faithful"] for s in summaries) if summaries else None,
-        fidelity="; ".join(sorted({s["fidelity"]["reason"] for s in summaries})),
+        faithful=all(s.faithful for s in summaries) if summaries else None,
+        fidelity="; ".join(sorted({s.fidelity_reason for s in summaries})),
     )
 
 
@@ -245,11 +250,12 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
     sizes = []
     for c in cells:
         for k in range(1, reps + 1) if c.applies else []:
-            f = rep_dir(out, c.point, k) / "summary.json"
             try:
-                sizes.append(json.loads(f.read_text())["model_bytes_emulated"])
-            except (OSError, ValueError, KeyError):
+                size = read_summary(rep_dir(out, c.point, k) / "summary.json").model_bytes_emulated
+            except (OSError, SummaryError):
                 continue
+            if size is not None:
+                sizes.append(size)
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     rep = MatrixReport(
         matrix=m.matrix,

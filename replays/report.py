@@ -34,6 +34,7 @@ from replays.claims import (
 from replays.evidence import PointFidelity
 from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
+from runs.summary import RunSummary, Stats, SummaryError, read_summary
 
 CI_METHOD = (
     "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
@@ -47,9 +48,13 @@ class Row:
 
     point: Point
     bcts: list[float] = field(default_factory=list)  # per repetition, the mean of the figure's metric
-    summaries: list[dict] = field(default_factory=list)
+    summaries: list[RunSummary] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     metric: str = "bct_s"  # the summary field the figure plots and judges (bct_s, or gst_s for schemes)
+
+    def _stats(self) -> Stats:
+        """The first repetition's statistics of the figure's metric."""
+        return self.summaries[0].metric(self.metric) or Stats()
 
     @property
     def bct(self) -> float | None:
@@ -69,38 +74,38 @@ class Row:
     @property
     def ci_n(self) -> int:
         """Samples behind the CI: repetitions, or the single run's measured steps."""
-        return len(self.bcts) if len(self.bcts) > 1 else int(self.summaries[0][self.metric]["n"]) if self.bcts else 0
+        return len(self.bcts) if len(self.bcts) > 1 else self._stats().n if self.bcts else 0
 
     @property
     def ci95(self) -> float | None:
         """Half-width of the 95% CI of the mean (see CI_METHOD); None where it cannot be computed."""
         if len(self.bcts) > 1:
             return describe(self.bcts)["ci95"]
-        ci = self.summaries[0][self.metric].get("ci95") if self.summaries else None
+        ci = self._stats().ci95 if self.summaries else None
         return ci if isinstance(ci, int | float) and math.isfinite(ci) else None
 
     @property
     def pred(self) -> dict:
-        return self.summaries[0].get("predicted") or {} if self.summaries else {}
+        return self.summaries[0].pred if self.summaries else {}
 
     @property
     def placed(self) -> dict:
         """The model with the measured per-PS byte split (see runs.predict.placement_prediction)."""
-        return self.summaries[0].get("predicted_placement") or {} if self.summaries else {}
+        return self.summaries[0].predicted_placement or {} if self.summaries else {}
 
     @property
     def faithful(self) -> bool | None:
         if not self.summaries:
             return None
-        return all(s["fidelity"]["faithful"] for s in self.summaries)
+        return all(s.faithful for s in self.summaries)
 
     @property
     def fidelity_reason(self) -> str:
-        return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries}))
+        return "; ".join(sorted({s.fidelity_reason for s in self.summaries}))
 
     @property
     def compress(self) -> float:
-        return float(self.summaries[0].get("compress") or 1.0) if self.summaries else 1.0
+        return self.summaries[0].compress_factor if self.summaries else 1.0
 
     @property
     def rest_s(self) -> float | None:
@@ -133,7 +138,7 @@ class Row:
     @property
     def unfaithful_reason(self) -> str:
         """Why the repetitions that were not faithful were not (what a claim says it did not judge)."""
-        return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
+        return "; ".join(sorted({s.fidelity_reason for s in self.summaries if not s.faithful}))
 
 
 def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> list[Row]:
@@ -143,17 +148,20 @@ def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> l
     for p in points:
         row = Row(p, metric=key)
         for k in range(1, reps + 1):
-            f = rep_dir(out, p, k) / "summary.json"
             try:
-                s = json.loads(f.read_text())
-            except (OSError, ValueError):
+                s = read_summary(rep_dir(out, p, k) / "summary.json")
+            except OSError:
                 row.failed.append(f"rep{k}: not run")
                 continue
-            if s.get("complete") and s.get(key, {}).get("n"):
-                row.bcts.append(s[key]["mean"])
+            except SummaryError as err:  # one line naming the file and the field
+                row.failed.append(f"rep{k}: {err}")
+                continue
+            stats = s.metric(key)
+            if s.complete and stats and stats.n and stats.mean is not None:
+                row.bcts.append(stats.mean)
                 row.summaries.append(s)
             else:
-                row.failed.append(f"rep{k}: {s.get('error') or 'incomplete'}")
+                row.failed.append(f"rep{k}: {s.error or 'incomplete'}")
         rows.append(row)
     return rows
 
@@ -222,7 +230,7 @@ class FigureReport(BaseModel):
 
 
 def point_result(r: Row, note: str = "") -> PointResult:
-    s = r.summaries[0] if r.summaries else {}
+    s = r.summaries[0] if r.summaries else None
     return PointResult(
         id=r.point.id,
         series=r.point.series,
@@ -241,11 +249,11 @@ def point_result(r: Row, note: str = "") -> PointResult:
         model_bct_max_s=r.pred.get("bct_max_s"),
         model_t_push_s=r.pred.get("t_push_s"),
         model_gst_s=r.pred.get("gst_s"),
-        model_gst_formula_s=s.get("gst_formula_s"),
+        model_gst_formula_s=s.gst_formula_s if s else None,
         equation=r.pred.get("equation"),
-        scale=s.get("scale"),
-        compress=s.get("compress") or r.point.compress,  # not run yet: what the figure asks for
-        model_bytes_emulated=s.get("model_bytes_emulated"),
+        scale=s.scale if s else None,
+        compress=(s.compress if s else None) or r.point.compress,  # not run yet: what the figure asks for
+        model_bytes_emulated=s.model_bytes_emulated if s else None,
         faithful=r.faithful,
         fidelity=r.fidelity_reason or "; ".join(r.failed),
         note=note,
@@ -427,7 +435,7 @@ def _formula_markers(ax: Any, rows: list[Row], groups: list[str], series: list[s
     for i, s in enumerate(series):
         for j, g in enumerate(groups):
             r = next((r for r in rows if r.point.group == g and r.point.series == s), None)
-            formula = r.summaries[0].get("gst_formula_s") if r and r.summaries else None
+            formula = r.summaries[0].gst_formula_s if r and r.summaries else None
             if formula is not None:
                 xs.append(j + (i - (len(series) - 1) / 2) * width)
                 ys.append(formula)
@@ -624,19 +632,13 @@ def retry_notes(out: Path, point: Point, reps: int) -> list[str]:
     notes = []
     for k in range(1, reps + 1):
         try:
-            s = json.loads((rep_dir(out, point, k) / "summary.json").read_text())
-        except (OSError, ValueError):
+            s = read_summary(rep_dir(out, point, k) / "summary.json")
+        except (OSError, SummaryError):  # collect() already says why the repetition is missing
             continue
-        for r in s.get("retries") or []:
-            then = (
-                "faithful"
-                if s.get("complete") and s.get("fidelity", {}).get("faithful")
-                else "still not faithful"
-                if s.get("complete")
-                else "failed again"
-            )
-            at = f"at scale {r['rerun_scale']:g}" if r["rerun_scale"] != r["scale"] else "at the same scale"
-            notes.append(f"rep{k} re-run once {at} ({then}); first attempt: {r['why']}")
+        for r in s.retries:
+            then = "faithful" if s.complete and s.faithful else "still not faithful" if s.complete else "failed again"
+            at = f"at scale {r.rerun_scale:g}" if r.rerun_scale != r.scale else "at the same scale"
+            notes.append(f"rep{k} re-run once {at} ({then}); first attempt: {r.why}")
     return notes
 
 

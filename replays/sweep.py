@@ -34,6 +34,7 @@ from pathlib import Path
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from replays.report import write_report
 from runs import rounds
+from runs.summary import write_summary
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
 from workloads.budget import BUDGET_HOPS, OVERRIDE_TOPO, check_job, offered_load_mbps
@@ -211,7 +212,7 @@ def _retry(
         f = d / "summary.json"
         s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
         retry = {"why": why[d], "scale": spec.scale, "rerun_scale": rerun.scale}
-        f.write_text(json.dumps({**s, "retries": [retry]}, indent=1))
+        write_summary(f, {**s, "retries": [retry]})
 
 
 def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str) -> str | None:

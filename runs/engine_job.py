@@ -31,6 +31,7 @@ from runs.engine_timeline import SchemeTimeline
 from runs.predict import choose_width
 from runs.stall import ProgressWatch
 from runs.stats import describe
+from runs.summary import RunSummary, write_summary
 from schemes.count import expected_sync_s
 from schemes.registry import Need, SchemeInputs, gather
 from schemes.registry import get as get_scheme
@@ -169,7 +170,7 @@ def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
 
 def run_scheme_job(
     exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
-) -> dict[str, Any]:
+) -> RunSummary:
     """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
     job = exp.main
     net = build_network(topo, topo_source)
@@ -227,7 +228,7 @@ def run_scheme_job(
     expected = expected_sync_s(net, sched)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
-    summary = {
+    summary: dict[str, Any] = {
         "name": exp.name,
         "complete": True,
         "scheme": job.scheme,
@@ -260,7 +261,7 @@ def run_scheme_job(
     }
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    written = write_summary(out / "summary.json", summary)
     if problems:
         raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
-    return summary
+    return written

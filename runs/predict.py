@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runs.summary import RunSummary, read_summary, write_summary
 from tfjob.hosttime import HostTime
 from topologies.build import build_network
 from topologies.model import Network
@@ -101,10 +102,10 @@ def placement_prediction(
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
-def repredict(run_dir: Path) -> dict:
+def repredict(run_dir: Path) -> RunSummary:
     """Recompute a finished run's model predictions with the current model code (no rerun)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_summary(run_dir / "summary.json").as_dict()
     net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
     job = JobSpec.model_validate(manifest["job"])
     record = summary.get("host_time") or {}
@@ -113,5 +114,4 @@ def repredict(run_dir: Path) -> dict:
     summary["predicted_placement"] = placement_prediction(
         net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
     )
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    return summary
+    return write_summary(run_dir / "summary.json", summary)

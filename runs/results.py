@@ -135,6 +135,16 @@ def summarize(
     }
 
 
+def run_summary(summaries: dict[str, dict], main: str, name: str, **extra: object) -> dict:
+    """The run's summary as TF runs and hardware runs both write it: the main job's, named after
+    the experiment, then `extra` (hardware: its mode), then every job's under `jobs` when there are
+    several. One place, so the emulated and the real run's files keep one shape."""
+    summary = {**summaries[main], "name": name, **extra}
+    if len(summaries) > 1:
+        summary["jobs"] = summaries
+    return summary
+
+
 def timeline_outputs(out: Path, exp: ExperimentSpec, jobs: list[JobRun], injector: Injector) -> dict:
     """timeline.csv, events.csv, timeline.png and the per-event metrics (also returned)."""
     steps = {jr.spec.name: steps_from_rows(jr.iterations(), jr.spec.name) for jr in jobs}

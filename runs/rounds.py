@@ -22,13 +22,13 @@ run's time, and scheme jobs have their own engine.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from runs.summary import write_summary
 from workloads.experiment import ExperimentSpec
 
 #: files of the run that every round's folder gets a copy of (tools read them beside summary.json)
@@ -112,4 +112,4 @@ def write_rounds(out: Path, summaries: dict[Path, dict]) -> None:
         for name in SHARED_FILES:
             if (out / name).exists():
                 shutil.copyfile(out / name, d / name)
-        (d / "summary.json").write_text(json.dumps(s, indent=1))
+        write_summary(d / "summary.json", s)

@@ -6,7 +6,6 @@ lines, applies the timeline and watches for stalls, and the result record. Emula
 
 from __future__ import annotations
 
-import json
 import queue
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from runs.inject import Injector
 from runs.results import timeline_outputs, write_lines
 from runs.rounds import write_rounds
 from runs.stall import StallWatch
+from runs.summary import RunSummary, write_summary
 from tfjob.procs import JobRun, Proc
 from topologies.model import Network, Role
 from workloads.errors import RunError
@@ -24,10 +24,13 @@ from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 
 @dataclass
 class RunResult:
+    """What every orchestrator returns (runs.runner, runs.engine_job, servers.hardware): the
+    run's typed summary, as written to out_dir/summary.json."""
+
     name: str
     out_dir: Path
     complete: bool
-    summary: dict
+    summary: RunSummary
 
 
 def resolve_jobs(exp: ExperimentSpec, net: Network, source: str) -> list[tuple[JobSpec, list[str], list[str]]]:
@@ -131,11 +134,11 @@ def conclude(
     write_lines(out, jobs, events)
     if exp.timeline or exp.random_failures or len(jobs) > 1:
         summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    written = write_summary(out / "summary.json", summary)
     if per_round:
         write_rounds(out, per_round)
     if interrupted:
         raise KeyboardInterrupt
     if error:
         raise failure(f"{error} (partial results kept in {out})")
-    return RunResult(exp.name, out, complete, summary)
+    return RunResult(exp.name, out, complete, written)

@@ -32,7 +32,7 @@ from emulation.phases import write_links_csv
 from runs import rounds
 from runs.inject import Injector, plan_timeline
 from runs.predict import choose_width, placement_prediction, prediction
-from runs.results import manifest, summarize
+from runs.results import manifest, run_summary, summarize
 from runs.runloop import RunResult, conclude, resolve_jobs, run_loop
 from runs.stall import StallWatch
 from runs.steptime import step_split
@@ -143,9 +143,7 @@ def run_job(
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     write_links_csv(out / "links.csv", monitor.windows)
-    summary = {**summaries[main.name], "name": exp.name}
-    if len(jobs) > 1:
-        summary["jobs"] = summaries
+    summary = run_summary(summaries, main.name, exp.name)
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     per_round: dict[Path, dict] = {}

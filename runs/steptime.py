@@ -26,6 +26,7 @@ from pathlib import Path
 
 from emulation.phases import PHASE_S, Window, busy_s, link_busy_s, read_links_csv
 from runs.stats import describe
+from runs.summary import RunSummary, read_summary, write_summary
 
 METHOD = (
     "communication = the links' busy time in each measured step (its slowest worker's interval): per "
@@ -64,7 +65,7 @@ def step_split(iterations: Sequence[dict], warmup: int, windows: Sequence[Window
     }
 
 
-def resplit(run_dir: Path) -> dict | None:
+def resplit(run_dir: Path) -> RunSummary | None:
     """Recompute a finished run's step split from its iterations.csv and links.csv with the current
     code (no rerun), into its summary.json; None (nothing written) for a run without links.csv."""
     links, summary_path = run_dir / "links.csv", run_dir / "summary.json"
@@ -84,11 +85,10 @@ def resplit(run_dir: Path) -> dict | None:
         }
         for r in rows
     ]
-    summary = json.loads(summary_path.read_text())
+    summary = read_summary(summary_path).as_dict()
     after, upto = int(job.get("warmup", 0)), None
     if "round" in summary:  # one round of a job that ran a point's repetitions (runs.rounds)
         after, upto = summary["round"]["steps"][0] - 1, summary["round"]["steps"][1]
     iterations = [r for r in iterations if upto is None or r["step"] <= upto]
     summary["step_split"] = step_split(iterations, after, read_links_csv(links))
-    summary_path.write_text(json.dumps(summary, indent=1))
-    return summary
+    return write_summary(summary_path, summary)

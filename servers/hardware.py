@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from runs.inject import Injector, plan_timeline
 from runs.predict import choose_width, placement_prediction, prediction
-from runs.results import manifest, summarize
+from runs.results import manifest, run_summary, summarize
 from runs.runloop import RunResult, conclude, resolve_jobs, run_loop
 from runs.stall import StallWatch
 from schemes.registry import SCHEMES
@@ -159,9 +159,7 @@ def run_hardware(
         s["predicted"] = predicted[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
         summaries[jr.spec.name] = s
-    summary = {**summaries[main.name], "name": exp.name, "mode": "hardware"}
-    if len(jobs) > 1:
-        summary["jobs"] = summaries
+    summary = run_summary(summaries, main.name, exp.name, mode="hardware")
     summary["prediction_applies"] = applies(net)
     summary["hardware"] = {
         "inventory": str(inventory),

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from controller.channel_client import ChannelError
 from controller.tc import CircuitError
 from emulation.hostcmd import CommandError
+from runs.summary import RunSummary, Stats, SummaryError
 from schemes import registry as scheme_registry
 from servers.ssh import SSHError
 from topologies.schema import InputError
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
-#: timeline errors are all InputError)
-USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, SSHError)
+#: timeline errors are all InputError; a malformed summary.json given to compare is a SummaryError)
+USER_ERRORS = (InputError, CircuitError, ChannelError, CommandError, FileNotFoundError, SSHError, SummaryError)
 #: a run that started and failed (a TF task crashed, the job stalled, a PS failed with no standby):
 #: one line, exit code 1
 RUN_ERRORS = (RunError, Unrecoverable)
@@ -172,49 +173,45 @@ def cmd_run(args: argparse.Namespace) -> int:
             LOG.warning("--no-budget: the resource budget is not checked")
         res = run_experiment(args.experiment, progress=progress_on(args), budget=not args.no_budget)
     s = res.summary
-    if s.get("scheme"):
+    if s.scheme:
         _print_scheme_run(s, res.out_dir)
         return strict_code(args, _run_shortfalls(s))
-    b, pred = s["bct_s"], s["predicted"]
+    b, pred = s.bct_s, s.pred
     print(
-        f"{s['name']}: {s['model']} W={s['workers']} P={s['ps']} BS={s['batch_size']} scale {s['scale']:g}, "
-        f"{s['model_bytes_emulated'] / 1e6:.2f} MB pushed per worker-step (x{s['scale']:g} = paper S)"
+        f"{s.name}: {s.model} W={s.workers} P={s.ps} BS={s.batch_size} scale {s.scale:g}, "
+        f"{(s.model_bytes_emulated or 0) / 1e6:.2f} MB pushed per worker-step (x{s.scale:g} = paper S)"
     )
-    print(
-        f"  BCT measured  mean {b['mean']:.3f} s  p50 {b['p50']:.3f}  p95 {b['p95']:.3f}  +-{b['ci95']:.3f} (95% CI, "
-        f"n={b['n']})"
-    )
+    print(f"  BCT measured  mean {b.mean:.3f} s  p50 {b.p50:.3f}  p95 {b.p95:.3f}  +-{b.ci95:.3f} (95% CI, n={b.n})")
     if pred.get("equation"):
         print(
             f"  BCT model     min {pred['bct_min_s']:.3f} s  max {pred['bct_max_s']:.3f} s  ({pred['equation']}; "
             f"T_push {pred['t_push_s']:.3f} s, T_compute {pred['t_compute_s']:.3f} s)"
         )
-    print(host_time_line(s.get("host_time") or {}))
-    placed = s.get("predicted_placement") or {}
+    print(host_time_line(s.host_time or {}))
+    placed = s.predicted_placement or {}
     if placed.get("bct_max_s"):
         print(
             f"  with PS split min {placed['bct_min_s']:.3f} s  max {placed['bct_max_s']:.3f} s  (the busiest PS holds "
             f"{placed['largest_ps_share']:.0%} of the bytes; the equations assume 1/P)"
         )
-    for name, js in (s.get("jobs") or {}).items():
-        jb = js["bct_s"]
-        print(f"  job {name:9s} W={js['workers']} P={js['ps']}: BCT mean {jb['mean']:.3f} s (n={jb['n']})")
+    for name, js in (s.jobs or {}).items():
+        jb = js.bct_s
+        print(f"  job {name:9s} W={js.workers} P={js.ps}: BCT mean {jb.mean:.3f} s (n={jb.n})")
     _print_flows(s)
-    f = s["fidelity"]
-    if s.get("hardware"):
+    if s.hardware:
         _print_hardware(s)
     else:
-        print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
-    if s.get("timeline"):
-        _print_timeline(s["timeline"])
+        print(f"  fidelity      {'faithful' if s.faithful else 'NOT faithful'}: {s.fidelity_reason}")
+    if s.timeline:
+        _print_timeline(s.timeline.as_dict())
     print(f"  results       {res.out_dir}")
     return strict_code(args, _run_shortfalls(s))
 
 
-def _print_hardware(s: dict) -> None:
+def _print_hardware(s: RunSummary) -> None:
     """A hardware run's servers (data-plane NIC bytes, CPU) where an emulated run prints its verdict."""
-    print(f"  model         {s['prediction_applies']}")
-    for name, v in s["hardware"]["servers"].items():
+    print(f"  model         {s.prediction_applies}")
+    for name, v in (s.hardware.servers if s.hardware else {}).items():
         cpu = "-" if v["cpu_mean"] is None else f"{v['cpu_mean']:.0%} mean, {v['cpu_p95']:.0%} p95 of {v['cpus']} CPUs"
         print(
             f"  server {name} ({', '.join(v['plays'])}): {v['nic']} rx {v['rx_bytes'] / 1e6:.2f} MB tx "
@@ -229,25 +226,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_scheme_run(s: dict, out_dir: Path) -> None:
+def _print_scheme_run(s: RunSummary, out_dir: Path) -> None:
     """What `testbed run` prints for a scheme job (runs.engine_job)."""
-    g, b = s["gst_s"], s["bct_s"]
+    g, b = s.gst_s or Stats(), s.bct_s
     print(
-        f"{s['name']}: {s['scheme']} ({s['compute']} compute) {s['model']} W={s['workers']} P={s['ps']} "
-        f"scale {s['scale']:g}, {s['model_bytes_emulated'] / 1e6:.2f} MB gradient per worker"
+        f"{s.name}: {s.scheme} ({s.compute} compute) {s.model} W={s.workers} P={s.ps} "
+        f"scale {s.scale:g}, {(s.model_bytes_emulated or 0) / 1e6:.2f} MB gradient per worker"
     )
-    print(f"  GST measured  mean {g['mean']:.3f} s  p95 {g['p95']:.3f}  +-{g['ci95']:.3f} (95% CI, n={g['n']})")
-    print(f"  BCT measured  mean {b['mean']:.3f} s  (compute {s['compute_s_per_step']:.3f} s per step when calibrated)")
-    print(f"  schedule      busiest cable at its rate {s['expected_sync_s']:.3f} s; chain {s['chain_length']} messages")
-    if s["cross_region_bytes"]:
-        levels = ", ".join(f"level {i}: {v / 1e6:.2f} MB" for i, v in enumerate(s["cross_region_bytes"]))
+    print(f"  GST measured  mean {g.mean:.3f} s  p95 {g.p95:.3f}  +-{g.ci95:.3f} (95% CI, n={g.n})")
+    print(f"  BCT measured  mean {b.mean:.3f} s  (compute {s.compute_s_per_step:.3f} s per step when calibrated)")
+    print(f"  schedule      busiest cable at its rate {s.expected_sync_s:.3f} s; chain {s.chain_length} messages")
+    if s.cross_region_bytes:
+        levels = ", ".join(f"level {i}: {v / 1e6:.2f} MB" for i, v in enumerate(s.cross_region_bytes))
         print(f"  cross-region  {levels}")
-    if s["sums_checked"]:
-        print(f"  sums          {'exact on every worker' if not s['sum_problems'] else s['sum_problems'][0]}")
+    if s.sums_checked:
+        print(f"  sums          {'exact on every worker' if not s.sum_problems else s.sum_problems[0]}")
     _print_flows(s)
-    f = s["fidelity"]
-    print(f"  fidelity      {'faithful' if f['faithful'] else 'NOT faithful'}: {f['reason']}")
-    tl = s.get("timeline")
+    print(f"  fidelity      {'faithful' if s.faithful else 'NOT faithful'}: {s.fidelity_reason}")
+    tl = s.timeline.as_dict() if s.timeline else None
     if tl:
         draws = [e for e in tl["events"] if e["action"] == "pause_senders"]
         if draws:
@@ -259,15 +255,15 @@ def _print_scheme_run(s: dict, out_dir: Path) -> None:
     print(f"  results       {out_dir}")
 
 
-def _print_flows(s: dict) -> None:
+def _print_flows(s: RunSummary) -> None:
     """The routing and C measured on the busiest shared link (emulation.flows)."""
-    c = s.get("flows_on_busiest_link")
+    c = s.flows_on_busiest_link
     if not c:
         return
-    where = f"on {c['link']}" if c["link"] else "(no shared link carried a connection)"
-    routes = f"; the controller's per-pair paths give {c['from_routes']}" if c.get("from_routes") is not None else ""
-    lost = f"; {c['unmapped']} of {c['streams']} not followed" if c.get("unmapped") else ""
-    print(f"  routing       {s.get('routing', '?')}: C = {c['c']} connections {where}{routes}{lost}")
+    where = f"on {c.link}" if c.link else "(no shared link carried a connection)"
+    routes = f"; the controller's per-pair paths give {c.from_routes}" if c.from_routes is not None else ""
+    lost = f"; {c.unmapped} of {c.streams} not followed" if c.unmapped else ""
+    print(f"  routing       {s.routing or '?'}: C = {c.c} connections {where}{routes}{lost}")
 
 
 def _num(v: float | None, fmt: str = ".2f") -> str:
@@ -408,10 +404,9 @@ def strict_code(args: argparse.Namespace, shortfalls: list[str]) -> int:
     return EXIT_NOT_FAITHFUL
 
 
-def _run_shortfalls(s: dict) -> list[str]:
+def _run_shortfalls(s: RunSummary) -> list[str]:
     """An emulated run whose fidelity verdict is not faithful (a hardware run has none to fail)."""
-    f = s.get("fidelity") or {}
-    return [f"{s.get('name', 'run')}: NOT faithful: {f.get('reason', '?')}"] if f.get("faithful") is False else []
+    return [f"{s.name or 'run'}: NOT faithful: {s.fidelity_reason}"] if s.faithful is False else []
 
 
 def _report_shortfalls(name: str, out: Path) -> list[str]:

@@ -9,9 +9,10 @@ data-plane NIC, which also carries any worker sharing that server).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from runs.summary import RunSummary, Stats, read_summary
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -19,42 +20,42 @@ REPO = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Run:
     label: str
-    summary: dict
+    summary: RunSummary
 
 
 def load_run(ref: str) -> Run:
-    """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither."""
+    """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither,
+    runs.summary.SummaryError (one line naming file and field) if its summary.json is malformed."""
     for folder in (Path(ref), REPO / "results" / ref):
         f = folder / "summary.json"
         if f.is_file():
-            return Run(folder.name, json.loads(f.read_text()))
+            return Run(folder.name, read_summary(f))
     raise FileNotFoundError(f"{ref}: no summary.json there nor in results/{ref}/; give a run's results folder")
 
 
-def mode(s: dict) -> str:
-    return "hardware" if s.get("hardware") else "emulated"
+def mode(s: RunSummary) -> str:
+    return "hardware" if s.hardware else "emulated"
 
 
-def nic_bytes(s: dict) -> dict[str, int]:
+def nic_bytes(s: RunSummary) -> dict[str, float]:
     """PS host -> bytes its NIC(s) moved (rx + tx) over the run."""
-    if s.get("hardware"):
-        placed = s["hardware"]["placements"]
-        servers = s["hardware"]["servers"]
+    if s.hardware:
+        placed, servers = s.hardware.placements, s.hardware.servers
         out = {}
-        for ps in s.get("ps_hosts", []):
+        for ps in s.ps_hosts:
             v = servers.get(placed.get(ps, {}).get("server"), {})
             if v:
                 out[ps] = v.get("run_rx_bytes", v["rx_bytes"]) + v.get("run_tx_bytes", v["tx_bytes"])
         return out
-    return {ps: sum(d["rx"] + d["tx"] for d in ifs.values()) for ps, ifs in (s.get("ps_nic_bytes") or {}).items()}
+    return {ps: sum(d["rx"] + d["tx"] for d in ifs.values()) for ps, ifs in (s.ps_nic_bytes or {}).items()}
 
 
 def _mb(v: float | None) -> str:
     return "-" if v is None else f"{v / 1e6:.3f} MB"
 
 
-def _model(s: dict) -> str:
-    p = s.get("predicted") or {}
+def _model(s: RunSummary) -> str:
+    p = s.pred
     if p.get("equation"):
         return f"{p['bct_min_s']:.3f}-{p['bct_max_s']:.3f} s ({p['equation']})"
     return p.get("note", "-")
@@ -62,23 +63,23 @@ def _model(s: dict) -> str:
 
 def rows(a: Run, b: Run) -> list[tuple[str, str, str]]:
     sa, sb = a.summary, b.summary
-    ba, bb = sa["bct_s"], sb["bct_s"]
+    ba, bb = sa.bct_s, sb.bct_s
     out = [
         ("mode", mode(sa), mode(sb)),
         ("job", _job(sa), _job(sb)),
         ("BCT mean", _bct(ba), _bct(bb)),
-        ("BCT p50", _s(ba.get("p50")), _s(bb.get("p50"))),
+        ("BCT p50", _s(ba.p50), _s(bb.p50)),
         ("model BCT", _model(sa), _model(sb)),
     ]
-    pa, pb = sa.get("bytes_per_ps") or {}, sb.get("bytes_per_ps") or {}
+    pa, pb = sa.bytes_per_ps or {}, sb.bytes_per_ps or {}
     for i, key in enumerate(sorted(set(pa) | set(pb))):
         out.append((f"PS {i} placed", _mb(pa.get(key)), _mb(pb.get(key))))
     na, nb = nic_bytes(sa), nic_bytes(sb)
-    for i in range(max(len(sa.get("ps_hosts", [])), len(sb.get("ps_hosts", [])))):
-        ha, hb = _at(sa.get("ps_hosts", []), i), _at(sb.get("ps_hosts", []), i)
+    for i in range(max(len(sa.ps_hosts), len(sb.ps_hosts))):
+        ha, hb = _at(sa.ps_hosts, i), _at(sb.ps_hosts, i)
         out.append((f"PS {i} NIC rx+tx", f"{ha}: {_mb(na.get(ha))}", f"{hb}: {_mb(nb.get(hb))}"))
-    if ba.get("mean") and bb.get("mean"):
-        out.append(("BCT b / a", "", f"{bb['mean'] / ba['mean']:.2f}x"))
+    if ba.mean and bb.mean:
+        out.append(("BCT b / a", "", f"{bb.mean / ba.mean:.2f}x"))
     return out
 
 
@@ -89,19 +90,19 @@ def compare(a: Run, b: Run) -> str:
     w1 = max(len(r[1]) for r in table)
     lines = [f"{r[0]:{w0}s}  {r[1]:{w1}s}  {r[2]}".rstrip() for r in table]
     for run in (a, b):  # a real run's model is about the topology file's network: say when it holds
-        if run.summary.get("prediction_applies"):
-            lines.append(f"{run.label}: model is {run.summary['prediction_applies']}")
+        if run.summary.prediction_applies:
+            lines.append(f"{run.label}: model is {run.summary.prediction_applies}")
     return "\n".join(lines)
 
 
-def _job(s: dict) -> str:
-    return f"{s.get('model')} W={s.get('workers')} P={s.get('ps')} BS={s.get('batch_size')} scale {s.get('scale')}"
+def _job(s: RunSummary) -> str:
+    return f"{s.model} W={s.workers} P={s.ps} BS={s.batch_size} scale {s.scale}"
 
 
-def _bct(b: dict) -> str:
-    if not b.get("n"):
+def _bct(b: Stats) -> str:
+    if not b.n:
         return "- (no measured step)"
-    return f"{b['mean']:.3f} s +-{b['ci95']:.3f} (95% CI, n={b['n']})"
+    return f"{b.mean:.3f} s +-{b.ci95:.3f} (95% CI, n={b.n})"
 
 
 def _s(v: float | None) -> str:

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter, ValidationError
 from replays.claims import Claim, evaluate, paper_number, paper_reference, paper_value
 from replays.figure import Point
 from replays.report import Row
+from runs.summary import summary_of
 
 CLAIM = TypeAdapter(Claim)
 REFERENCE = {"figX": {"speedup": {"A": 2.0, "B": 1.5}, "one": 3}}
@@ -21,12 +22,13 @@ def row(series: str, bct: float | None, group: str = "A", x: float | None = None
     if bct is None:
         return Row(p, failed=["rep1: boom"])
     s = {
+        "complete": True,
         "bct_s": {"n": 5, "mean": bct, "ci95": 0.1},
         "predicted": pred.get("predicted", {}),
         "predicted_placement": pred.get("placed", {}),
         "fidelity": {"faithful": faithful, "reason": "ok" if faithful else "machine starved, link at 40%"},
     }
-    return Row(p, bcts=[bct], summaries=[s])
+    return Row(p, bcts=[bct], summaries=[summary_of(s)])
 
 
 def judge(claim: dict, rows: list[Row]) -> list:
@@ -205,9 +207,10 @@ def test_points_at_different_compress_are_compared_in_paper_equivalent_seconds()
 
     def at(series: str, bct: float, compress: float, comm: float | None = None) -> Row:
         r = row(series, bct)
-        r.summaries[0]["compress"] = compress
+        s = {**r.summaries[0].as_dict(), "compress": compress}
         if comm is not None:
-            r.summaries[0]["step_split"] = {"comm_s": {"n": 5, "mean": comm}, "rest_s": {"n": 5, "mean": bct - comm}}
+            s["step_split"] = {"comm_s": {"n": 5, "mean": comm}, "rest_s": {"n": 5, "mean": bct - comm}}
+        r.summaries[0] = summary_of(s)
         return r
 
     rises = {"type": "monotone", "text": "r grows", "direction": "rises", "series": ["r1", "r5"]}

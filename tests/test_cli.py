@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from runs.summary import summary_of
+
 TESTBED = [sys.executable, "-m", "testbed.cli"]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -307,9 +309,14 @@ def test_strict_turns_a_claim_that_did_not_hold_into_exit_3(tmp_path):
     assert short == [f"fig6: claim {rep['claims'][0]['label']!r} does NOT hold"]
     assert cli.strict_code(argparse.Namespace(strict=False), short) == cli.EXIT_OK
     assert cli.strict_code(argparse.Namespace(strict=True), short) == cli.EXIT_NOT_FAITHFUL == 3
-    summary = {"name": "x", "fidelity": {"faithful": False, "reason": "ovs-vswitchd dropped 3 packets"}}
-    assert cli._run_shortfalls(summary) == ["x: NOT faithful: ovs-vswitchd dropped 3 packets"]
-    assert cli._run_shortfalls({"name": "hw", "fidelity": {"faithful": None}}) == []  # hardware: no verdict
+    summary = {
+        "name": "x",
+        "complete": True,
+        "fidelity": {"faithful": False, "reason": "ovs-vswitchd dropped 3 packets"},
+    }
+    assert cli._run_shortfalls(summary_of(summary)) == ["x: NOT faithful: ovs-vswitchd dropped 3 packets"]
+    hardware = summary_of({"name": "hw", "complete": True, "fidelity": {"faithful": None}})
+    assert cli._run_shortfalls(hardware) == []  # hardware: no verdict
 
 
 @pytest.mark.root

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from runs.summary import summary_of
 from servers.hostload import iface_with, parse_net_dev, parse_stat
 from servers.inventory import InventoryError, load_inventory, place
 from testbed.compare import Run, compare, nic_bytes
@@ -113,6 +114,7 @@ def test_proc_stat_and_net_dev_parse():
 def test_compare_sets_an_emulated_and_a_real_run_side_by_side():
     bct = {"n": 3, "mean": 2.0, "p50": 2.0, "ci95": 0.1}
     emulated = {
+        "complete": True,
         "bct_s": bct,
         "model": "tiny",
         "ps_hosts": ["ps1_1"],
@@ -130,6 +132,7 @@ def test_compare_sets_an_emulated_and_a_real_run_side_by_side():
             "servers": {"s1": {"rx_bytes": 1, "tx_bytes": 1, "run_rx_bytes": 2_000_000, "run_tx_bytes": 1_000_000}},
         },
     }
+    emulated, real = summary_of(emulated), summary_of(real)
     assert nic_bytes(emulated) == {"ps1_1": 13} and nic_bytes(real) == {"ps1_1": 3_000_000}
     table = compare(Run("emu", emulated), Run("real", real))
     lines = table.splitlines()

@@ -83,7 +83,7 @@ def test_a_finished_runs_split_is_recomputed_from_its_files(tmp_path):
     run = tmp_path / "rep1"
     run.mkdir()
     (run / "manifest.json").write_text(json.dumps({"job": {"name": "job", "warmup": 1}}))
-    (run / "summary.json").write_text(json.dumps({"bct_s": {"n": 1, "mean": 1.0}}))
+    (run / "summary.json").write_text(json.dumps({"complete": True, "bct_s": {"n": 1, "mean": 1.0}}))
     (run / "iterations.csv").write_text(
         "job,attempt,host,task,step,global_step,t_start,t_end,bct_s\n"
         "job,0,w1,0,1,1,0.0,1.0,1.0\n"
