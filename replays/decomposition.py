@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from models import bct_model
+from topologies.files import atomic_path
 
 #: the mode of runs that state none: their host time is the scaled job's own
 DEFAULT_MODE = "scaled"
@@ -347,5 +348,6 @@ def plot(cvs: Sequence[RatioCurve], path: Path, title: str) -> None:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -27,6 +27,7 @@ from schemes.registry import gather
 from schemes.registry import get as get_scheme
 from schemes.schedule import ELEM_BYTES, cross_region_bytes
 from topologies.build import build_network
+from topologies.files import atomic_open, atomic_path, write_text_atomic
 
 NORMALISATION = "colour: the cell's GST over the fastest GST of its topology (row); 1 = the row's best scheme"
 
@@ -190,7 +191,7 @@ CSV_FIELDS = [
 
 
 def write_csv(cells: list[CellResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
+    with atomic_open(path, newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
         for c in cells:
@@ -237,7 +238,8 @@ def heatmap(rep: MatrixReport, path: Path) -> None:
     )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
 
 
@@ -268,8 +270,8 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
         wall_s=run["wall_s"] - run.get("queued_s", 0.0) if run else None,
         cells=results,
     )
-    (out / "matrix.md").write_text(markdown(rep))
+    write_text_atomic(out / "matrix.md", markdown(rep))
     write_csv(results, out / "matrix.csv")
-    (out / "matrix.json").write_text(rep.model_dump_json(indent=1))
+    write_text_atomic(out / "matrix.json", rep.model_dump_json(indent=1))
     heatmap(rep, out / f"{m.matrix}.png")
     return rep

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from replays.modelfig import ModelClaim, ModelFigure
+from topologies.files import atomic_open, atomic_path, write_json_atomic, write_text_atomic
 
 LOG = logging.getLogger(__name__)
 
@@ -80,13 +81,14 @@ def plot(fig: ModelFigure, rows: list[dict[str, Any]], path: Path) -> None:
         fontsize=10,
     )
     canvas.tight_layout()
-    canvas.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        canvas.savefig(tmp, dpi=120)
     plt.close(canvas)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     fields = ["panel", "series", "W", "P", "hosts", "equation", "c", "hops", "analytic_s", "flowmodel_s", "busiest_s"]
-    with path.open("w", newline="") as fh:
+    with atomic_open(path, newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=[*fields, "flow_over_analytic"], extrasaction="ignore")
         w.writeheader()
         for r in rows:
@@ -177,6 +179,6 @@ def write_model_report(
         f"{flow_wall:.1f} s of point time in total (as first computed); this replay took {wall_s:.1f} s.",
         "",
     ]
-    (out / "report.md").write_text("\n".join(md))
+    write_text_atomic(out / "report.md", "\n".join(md))
     data = {"figure": fig.figure, "quick": quick, "wall_s": wall_s, "claims": verdicts, "points": rows}
-    (out / "report.json").write_text(json.dumps(data, indent=1))
+    write_json_atomic(out / "report.json", data)

@@ -13,7 +13,7 @@ import csv
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from replays.claims import (
 )
 from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
+from topologies.files import atomic_open, atomic_path, write_text_atomic
 
 CI_METHOD = (
     "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
@@ -135,8 +136,12 @@ class Row:
         return "; ".join(sorted({s["fidelity"]["reason"] for s in self.summaries if not s["fidelity"]["faithful"]}))
 
 
-def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> list[Row]:
-    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run."""
+def collect(
+    out: Path, points: list[Point], reps: int, metric: str = "bct", redrawn: Mapping[Path, dict] | None = None
+) -> list[Row]:
+    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run.
+    `redrawn`: summaries recomputed by --report-only (by their summary.json's path), read instead
+    of the files, which stay as the runs wrote them."""
     key = f"{metric}_s"
     rows = []
     for p in points:
@@ -144,7 +149,7 @@ def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> l
         for k in range(1, reps + 1):
             f = rep_dir(out, p, k) / "summary.json"
             try:
-                s = json.loads(f.read_text())
+                s = (redrawn or {}).get(f) or json.loads(f.read_text())
             except (OSError, ValueError):
                 row.failed.append(f"rep{k}: not run")
                 continue
@@ -308,7 +313,7 @@ CSV_FIELDS = {
 
 
 def write_csv(points: list[PointResult], path: Path) -> None:
-    with path.open("w", newline="") as f:
+    with atomic_open(path, newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(CSV_FIELDS))
         w.writeheader()
         for p in points:
@@ -422,7 +427,8 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
     fig_.suptitle(fig.title, fontsize=10)
     fig_.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig_.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig_.savefig(tmp, dpi=120)
     plt.close(fig_)
 
 
@@ -550,9 +556,11 @@ def write_report(
     notes: dict[str, str],
     wall_s: float | None = None,
     quick: bool = False,
+    redrawn: Mapping[Path, dict] | None = None,
 ) -> list[ClaimResult]:
-    """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
-    rows = collect(out, points, reps, fig.metric)
+    """summary.csv, <figure>.png, report.md and report.json from the runs in `out` (each written
+    whole: topologies.files); returns the claims. `redrawn`: as collect's (--report-only)."""
+    rows = collect(out, points, reps, fig.metric, redrawn)
     notes = {p.id: "; ".join(filter(None, [notes.get(p.id, ""), *retry_notes(out, p, reps)])) for p in points}
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     if wall_s is None and run:
@@ -577,14 +585,14 @@ def write_report(
     compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
     if fig.compare and not quick:
         mine = [fig.compare.point(p) for p in points if fig.compare.compares(p)]
-        compared = collect(out, mine, fig.compare.repeat, fig.metric)
+        compared = collect(out, mine, fig.compare.repeat, fig.metric, redrawn)
     rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
     write_csv(rep.points, out / "summary.csv")
     plot(fig, rows, out / f"{fig.figure}.png")
     if rep.ratio_curves:
         decomp.plot(rep.ratio_curves, out / f"{fig.figure}-ratio.png", f"{fig.title}: speed-up vs host time")
-    (out / "report.md").write_text(markdown(rep))
-    (out / "report.json").write_text(rep.model_dump_json(indent=1))
+    write_text_atomic(out / "report.md", markdown(rep))
+    write_text_atomic(out / "report.json", rep.model_dump_json(indent=1))
     return rep.claims
 
 

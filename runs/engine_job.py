@@ -15,7 +15,6 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from engine.host import verify_sums
 from engine.processes import read_rows
 from runs.engine_timeline import SchemeTimeline
 from runs.predict import choose_width
+from runs.results import start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from schemes.count import expected_sync_s
@@ -43,6 +43,7 @@ from schemes.schedule import (
     host_bytes,
 )
 from topologies.build import build_network
+from topologies.files import atomic_open, write_json_atomic
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.errors import RunError, Unrecoverable
@@ -154,9 +155,16 @@ def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
 
 
 def run_scheme_job(
-    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+    exp: ExperimentSpec,
+    topo: TopologySpec,
+    topo_source: str,
+    out: Path,
+    source: str = "",
+    keep_previous: bool = False,
+    provenance: dict | None = None,
 ) -> dict[str, Any]:
-    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    """Run the experiment's scheme job; returns its summary (also written, last). Raises RunError.
+    `keep_previous`, `provenance`: as runs.runner.run_job's."""
     job = exp.main
     net = build_network(topo, topo_source)
     where = source or exp.name
@@ -164,7 +172,7 @@ def run_scheme_job(
     workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
     width, model_bytes = prep.width, prep.model_bytes
     regions = net.family.regions(net)
-    out.mkdir(parents=True, exist_ok=True)
+    start_run_dir(out, keep_previous)
     manifest = {
         "experiment": source or exp.name,
         "topology_file": topo_source,
@@ -174,7 +182,9 @@ def run_scheme_job(
         "model_bytes_emulated": model_bytes,
         "engine": cfg,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    if provenance:
+        manifest["provenance"] = provenance
+    write_json_atomic(out / "manifest.json", manifest, default=str)
     hosts = workers + servers
     timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
     error = ""
@@ -199,7 +209,7 @@ def run_scheme_job(
             timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
-    with (out / "iterations.csv").open("w", newline="") as f:
+    with atomic_open(out / "iterations.csv", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ROW_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(run.rows)
@@ -246,7 +256,9 @@ def run_scheme_job(
     }
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if provenance:
+        summary["provenance"] = provenance
+    write_json_atomic(out / "summary.json", summary)  # last: a summary.json means the run's files are all there
     if problems:
         raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
     return summary

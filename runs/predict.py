@@ -101,10 +101,12 @@ def placement_prediction(
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
-def repredict(run_dir: Path) -> dict:
-    """Recompute a finished run's model predictions with the current model code (no rerun)."""
+def repredict(run_dir: Path, summary: dict | None = None) -> dict:
+    """Recompute a finished run's model predictions with the current model code (no rerun): its
+    summary (`summary`, else its summary.json) with the new predictions, returned and never written
+    back (`--report-only` redraws the report from it; summary.json stays what the run measured)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = dict(summary) if summary is not None else json.loads((run_dir / "summary.json").read_text())
     net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
     job = JobSpec.model_validate(manifest["job"])
     record = summary.get("host_time") or {}
@@ -113,5 +115,4 @@ def repredict(run_dir: Path) -> dict:
     summary["predicted_placement"] = placement_prediction(
         net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
     )
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

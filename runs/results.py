@@ -8,6 +8,7 @@ import csv
 import json
 import logging
 import platform
+import shutil
 import subprocess
 import time
 from importlib import metadata
@@ -18,6 +19,7 @@ from runs.recovery import recovery, steps_from_rows
 from runs.stats import describe
 from runs.timeline_out import plot, write_csv
 from tfjob.procs import JobRun
+from topologies.files import atomic_open
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentSpec, JobSpec
@@ -25,6 +27,53 @@ from workloads.experiment import ExperimentSpec, JobSpec
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 ITERATION_FIELDS = ["job", "attempt", "host", "task", "step", "global_step", "t_start", "t_end", "bct_s"]
+#: what a run writes into its folder (workloads/README.md; "engine": a scheme run's per-host logs),
+#: and so all that start_run_dir moves or removes: a user's own files in the folder are left alone
+RUN_FILES = (
+    "summary.json",
+    "manifest.json",
+    "iterations.csv",
+    "events.jsonl",
+    "links.csv",
+    "timeline.csv",
+    "events.csv",
+    "timeline.png",
+    "checkpoints",
+    "engine",
+)
+#: `testbed run` keeps the previous finished run of results/NAME/ in results/NAME.prev/
+PREVIOUS = ".prev"
+
+
+def start_run_dir(out: Path, keep_previous: bool = False) -> None:
+    """Make `out` ready for a new run, so that no file of an earlier run is left beside the new
+    run's (a killed re-run once left a new manifest.json beside the old complete summary.json,
+    and `testbed compare` read the old numbers as new). With `keep_previous` (`testbed run`), an
+    earlier run that wrote its summary.json is moved whole to <out>.prev/ (whose own run files it
+    replaces); otherwise (a sweep's repetition, or leftovers without a summary: a killed run) the
+    run's files are removed. Only RUN_FILES are touched."""
+    out.mkdir(parents=True, exist_ok=True)
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return
+    if keep_previous and (out / "summary.json").exists():
+        prev = out.with_name(out.name + PREVIOUS)
+        prev.mkdir(exist_ok=True)
+        _remove([prev / name for name in RUN_FILES])
+        for f in found:
+            f.rename(prev / f.name)
+        LOG.info("%s: the previous run's files moved to %s (the new run writes into %s)", out, prev, out)
+        return
+    _remove(found)
+    LOG.info("%s: the previous run's files removed (%s) before the new run", out, ", ".join(f.name for f in found))
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def versions() -> dict[str, str]:
@@ -75,11 +124,11 @@ def manifest(
 
 def write_lines(out: Path, jobs: list[JobRun], events: list[dict]) -> None:
     """iterations.csv (per worker and step) and events.jsonl (every process line, then the controller's)."""
-    with (out / "iterations.csv").open("w", newline="") as f:
+    with atomic_open(out / "iterations.csv", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ITERATION_FIELDS)
         w.writeheader()
         w.writerows(r for jr in jobs for r in jr.iterations())
-    with (out / "events.jsonl").open("w") as f:
+    with atomic_open(out / "events.jsonl") as f:
         for jr in jobs:
             for p in jr.procs:
                 for r in p.lines:

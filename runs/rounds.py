@@ -22,13 +22,13 @@ run's time, and scheme jobs have their own engine.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from topologies.files import atomic_path, write_json_atomic
 from workloads.experiment import ExperimentSpec
 
 #: files of the run that every round's folder gets a copy of (tools read them beside summary.json)
@@ -111,5 +111,6 @@ def write_rounds(out: Path, summaries: dict[Path, dict]) -> None:
         d.mkdir(parents=True, exist_ok=True)
         for name in SHARED_FILES:
             if (out / name).exists():
-                shutil.copyfile(out / name, d / name)
-        (d / "summary.json").write_text(json.dumps(s, indent=1))
+                with atomic_path(d / name) as tmp:
+                    shutil.copyfile(out / name, tmp)
+        write_json_atomic(d / "summary.json", s)  # last, as in the run's own folder

@@ -6,7 +6,6 @@ lines, applies the timeline and watches for stalls, and the result record. Emula
 
 from __future__ import annotations
 
-import json
 import queue
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from runs.results import timeline_outputs, write_lines
 from runs.rounds import write_rounds
 from runs.stall import StallWatch
 from tfjob.procs import JobRun, Proc
+from topologies.files import write_json_atomic
 from topologies.model import Network, Role
 from workloads.errors import RunError
 from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
@@ -131,7 +131,7 @@ def conclude(
     write_lines(out, jobs, events)
     if exp.timeline or exp.random_failures or len(jobs) > 1:
         summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_json_atomic(out / "summary.json", summary)  # last: a summary.json means the run's files are all there
     if per_round:
         write_rounds(out, per_round)
     if interrupted:

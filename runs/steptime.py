@@ -64,9 +64,11 @@ def step_split(iterations: Sequence[dict], warmup: int, windows: Sequence[Window
     }
 
 
-def resplit(run_dir: Path) -> dict | None:
+def resplit(run_dir: Path, summary: dict | None = None) -> dict | None:
     """Recompute a finished run's step split from its iterations.csv and links.csv with the current
-    code (no rerun), into its summary.json; None (nothing written) for a run without links.csv."""
+    code (no rerun): its summary (`summary`, else its summary.json) with the new split, returned and
+    never written back (`--report-only` redraws the report from it; summary.json stays what the run
+    measured); None for a run without links.csv."""
     links, summary_path = run_dir / "links.csv", run_dir / "summary.json"
     if not links.exists() or not summary_path.exists():
         return None
@@ -84,11 +86,10 @@ def resplit(run_dir: Path) -> dict | None:
         }
         for r in rows
     ]
-    summary = json.loads(summary_path.read_text())
+    summary = dict(summary) if summary is not None else json.loads(summary_path.read_text())
     after, upto = int(job.get("warmup", 0)), None
     if "round" in summary:  # one round of a job that ran a point's repetitions (runs.rounds)
         after, upto = summary["round"]["steps"][0] - 1, summary["round"]["steps"][1]
     iterations = [r for r in iterations if upto is None or r["step"] <= upto]
     summary["step_split"] = step_split(iterations, after, read_links_csv(links))
-    summary_path.write_text(json.dumps(summary, indent=1))
     return summary

@@ -340,11 +340,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if not summaries:
                 print(f"{name}: nothing to redraw: no runs in {out} (replay it first)")
                 continue
+            redrawn = {}  # each run's summary with the model and step split as the code has them now
             for summary in summaries:
-                repredict(summary.parent)  # the model as the code has it now
-                resplit(summary.parent)  # and the step split, from the run's links.csv
+                s = repredict(summary.parent)  # from the run's manifest
+                redrawn[summary] = resplit(summary.parent, s) or s  # from its links.csv, where it has one
             reps = sweep.repetitions(fig, args.quick, args.repeat)
-            write_report(fig, out, sweep.points_to_run(fig, args.quick), reps, {}, quick=args.quick)
+            points = sweep.points_to_run(fig, args.quick)
+            write_report(fig, out, points, reps, {}, quick=args.quick, redrawn=redrawn)  # summaries stay as run
         else:
             out = sweep.run_figure(
                 name,

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from topologies.spec import InputError
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -23,12 +25,31 @@ class Run:
 
 
 def load_run(ref: str) -> Run:
-    """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither."""
+    """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither,
+    InputError (one line naming the file and the fix) if its run did not finish: a summary not
+    marked `complete: true`, or one older than the folder's manifest.json (a later run into the
+    folder was killed before its summary; the numbers are not that run's)."""
     for folder in (Path(ref), REPO / "results" / ref):
         f = folder / "summary.json"
         if f.is_file():
-            return Run(folder.name, json.loads(f.read_text()))
+            return Run(folder.name, finished_summary(f))
     raise FileNotFoundError(f"{ref}: no summary.json there nor in results/{ref}/; give a run's results folder")
+
+
+def finished_summary(f: Path) -> dict:
+    """The run summary in `f` if its run finished (see load_run), else InputError."""
+    again = "run it again (testbed run EXP.yaml) or compare another run"
+    try:
+        s = json.loads(f.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{f}: not readable JSON ({err}); {again}") from None
+    if not isinstance(s, dict) or s.get("complete") is not True:
+        why = (s.get("error") if isinstance(s, dict) else "") or "the run ended early"
+        raise InputError(f"{f}: complete is not true ({why}); {again}")
+    manifest = f.with_name("manifest.json")
+    if manifest.is_file() and manifest.stat().st_mtime_ns > f.stat().st_mtime_ns:
+        raise InputError(f"{f}: older than {manifest.name} beside it (a later run there did not finish); {again}")
+    return s
 
 
 def mode(s: dict) -> str:
