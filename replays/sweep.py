@@ -184,7 +184,9 @@ def ran_on(d: Path, s: dict) -> tuple[str | None, dict[str, str | None]]:
     return (manifest.get("versions") or {}).get("git") or None, {}
 
 
-def drop_other_code(dirs: list[Path], now: prov.Provenance, depends_on: list[str] = DEPENDS_ON) -> list[Path]:
+def drop_other_code(
+    dirs: list[Path], now: prov.Provenance, depends_on: list[str] = DEPENDS_ON, repo: Path = REPO
+) -> list[Path]:
     """Of these repetitions, the finished ones that ran on other code than the tree's now (see the
     module docstring) lose their summary, so the sweep runs them again; one line each says why.
     Returns them. A sweep never mixes points measured by different code."""
@@ -194,7 +196,7 @@ def drop_other_code(dirs: list[Path], now: prov.Provenance, depends_on: list[str
         if s is None:
             continue
         commit, dirty = ran_on(d, s)
-        st = against_tree(commit, dirty, now.commit, now.dirty_files, depends_on)
+        st = against_tree(commit, dirty, now.commit, now.dirty_files, depends_on, repo)
         if st.state == CURRENT:
             continue
         LOG.warning("%s: ran on other code (%s): running it again", d / "summary.json", st.text)

@@ -28,7 +28,7 @@ from engine.host import verify_sums
 from engine.processes import read_rows
 from runs.engine_timeline import SchemeTimeline
 from runs.predict import choose_width
-from runs.results import start_run_dir
+from runs.results import new_run_id, start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from schemes.count import expected_sync_s
@@ -173,7 +173,9 @@ def run_scheme_job(
     width, model_bytes = prep.width, prep.model_bytes
     regions = net.family.regions(net)
     start_run_dir(out, keep_previous)
+    run_id = new_run_id()
     manifest = {
+        "run_id": run_id,
         "experiment": source or exp.name,
         "topology_file": topo_source,
         "topology": topo.model_dump(),
@@ -225,6 +227,7 @@ def run_scheme_job(
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary = {
         "name": exp.name,
+        "run_id": run_id,
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,

@@ -11,6 +11,7 @@ import platform
 import shutil
 import subprocess
 import time
+import uuid
 from importlib import metadata
 from pathlib import Path
 
@@ -53,6 +54,7 @@ def start_run_dir(out: Path, keep_previous: bool = False) -> None:
     replaces); otherwise (a sweep's repetition, or leftovers without a summary: a killed run) the
     run's files are removed. Only RUN_FILES are touched."""
     out.mkdir(parents=True, exist_ok=True)
+    _remove(leftover_temporaries(out))  # of a write killed before its rename: never a whole file
     found = [out / name for name in RUN_FILES if (out / name).exists()]
     if not found:
         return
@@ -66,6 +68,13 @@ def start_run_dir(out: Path, keep_previous: bool = False) -> None:
         return
     _remove(found)
     LOG.info("%s: the previous run's files removed (%s) before the new run", out, ", ".join(f.name for f in found))
+
+
+def leftover_temporaries(out: Path) -> list[Path]:
+    """Temporary files (topologies.files.temporary_beside) of the run files in `out` whose writer
+    was killed before the rename."""
+    stems = {Path(name).stem for name in RUN_FILES}
+    return [p for p in out.glob(".*.tmp*") if p.name[1:].split(".", 1)[0] in stems and p.is_file()]
 
 
 def _remove(paths: list[Path]) -> None:
@@ -94,6 +103,12 @@ def versions() -> dict[str, str]:
     return out
 
 
+def new_run_id() -> str:
+    """An id for one run, written into its manifest.json and its summary.json: a summary whose
+    run_id differs from the manifest's beside it is another run's (testbed.compare refuses it)."""
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+
+
 def manifest(
     exp: ExperimentSpec,
     topo: TopologySpec,
@@ -103,8 +118,10 @@ def manifest(
     model_bytes: float,
     source: str,
 ) -> dict:
-    """manifest.json: the topology, the jobs, the timeline, the scale, sizes, seeds and versions."""
+    """manifest.json: the topology, the jobs, the timeline, the scale, sizes, seeds and versions;
+    `run_id`, which the run's summary.json repeats (a reader tells a summary of another run)."""
     return {
+        "run_id": new_run_id(),
         "experiment": source or exp.name,
         "topology_file": topo_source,
         "topology": topo.model_dump(),

@@ -148,7 +148,7 @@ def run_job(
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     write_links_csv(out / "links.csv", monitor.windows)
-    summary = {**summaries[main.name], "name": exp.name}
+    summary = {**summaries[main.name], "name": exp.name, "run_id": record["run_id"]}
     if len(jobs) > 1:
         summary["jobs"] = summaries
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)

@@ -159,7 +159,7 @@ def run_hardware(
         s["predicted"] = predicted[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
         summaries[jr.spec.name] = s
-    summary = {**summaries[main.name], "name": exp.name, "mode": "hardware"}
+    summary = {**summaries[main.name], "name": exp.name, "mode": "hardware", "run_id": record["run_id"]}
     if len(jobs) > 1:
         summary["jobs"] = summaries
     summary["prediction_applies"] = applies(net)

@@ -27,8 +27,8 @@ class Run:
 def load_run(ref: str) -> Run:
     """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither,
     InputError (one line naming the file and the fix) if its run did not finish: a summary not
-    marked `complete: true`, or one older than the folder's manifest.json (a later run into the
-    folder was killed before its summary; the numbers are not that run's)."""
+    marked `complete: true`, or one whose run_id is not the manifest.json's beside it (a later run
+    into the folder was killed before its summary: the numbers are not that run's)."""
     for folder in (Path(ref), REPO / "results" / ref):
         f = folder / "summary.json"
         if f.is_file():
@@ -46,9 +46,12 @@ def finished_summary(f: Path) -> dict:
     if not isinstance(s, dict) or s.get("complete") is not True:
         why = (s.get("error") if isinstance(s, dict) else "") or "the run ended early"
         raise InputError(f"{f}: complete is not true ({why}); {again}")
-    manifest = f.with_name("manifest.json")
-    if manifest.is_file() and manifest.stat().st_mtime_ns > f.stat().st_mtime_ns:
-        raise InputError(f"{f}: older than {manifest.name} beside it (a later run there did not finish); {again}")
+    try:
+        run_id = json.loads(f.with_name("manifest.json").read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        run_id = None  # no manifest (a copied summary), or one written before run ids: nothing to match
+    if run_id and s.get("run_id") != run_id:
+        raise InputError(f"{f}: another run's than manifest.json beside it (a later run did not finish); {again}")
     return s
 
 
