@@ -33,7 +33,23 @@ def load_run(ref: str) -> Run:
         f = folder / "summary.json"
         if f.is_file():
             return Run(folder.name, finished_summary(f))
+    for folder in (Path(ref), REPO / "results" / ref):
+        if (folder / "manifest.json").is_file():  # a run started there and was killed before its summary
+            prev = folder.with_name(folder.name + ".prev")
+            kept = f"; the run before it is in {prev}" if (prev / "summary.json").is_file() else ""
+            raise FileNotFoundError(
+                f"{folder / 'summary.json'}: missing beside manifest.json (the run did not finish{kept}); "
+                f"run it again: testbed run {_experiment(folder / 'manifest.json')}"
+            )
     raise FileNotFoundError(f"{ref}: no summary.json there nor in results/{ref}/; give a run's results folder")
+
+
+def _experiment(manifest: Path) -> str:
+    """The experiment file a run's manifest names ('EXP.yaml' where it cannot be read)."""
+    try:
+        return str(json.loads(manifest.read_text()).get("experiment") or "EXP.yaml")
+    except (OSError, ValueError, AttributeError):
+        return "EXP.yaml"
 
 
 def finished_summary(f: Path) -> dict:

@@ -124,8 +124,12 @@ def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path, monk
     prev = results / "leafspine-rat.prev"
     assert json.loads((prev / "summary.json").read_text()) == old  # the previous run, whole, kept
     assert sorted(p.name for p in prev.iterdir()) == ["checkpoints", "iterations.csv", "manifest.json", "summary.json"]
-    with pytest.raises(FileNotFoundError, match=r"no summary\.json"):
+    with pytest.raises(FileNotFoundError) as err:
         load_run(str(out))  # compare cannot read the old numbers as the new run's
+    assert str(err.value) == (
+        f"{out / 'summary.json'}: missing beside manifest.json (the run did not finish; the run before it is in "
+        f"{prev}); run it again: testbed run {tmp_path / 'leafspine-rat.yaml'}"
+    )
     assert load_run(str(prev)).summary == old
     # killed again: the leftovers (no summary) are removed, the kept previous run is not replaced
     with pytest.raises(Killed):
