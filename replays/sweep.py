@@ -10,10 +10,11 @@ steps, each round summarised on its own into its rep<k>/ (runs.rounds); `repeat_
 summary.json complete) is kept and skipped next time, so an interrupted sweep resumes where it
 stopped. A kept repetition must have run on the code the sweep would run now: its summary's
 provenance (the commit and local changes it ran on, replays.provenance) is compared with the work
-tree in what a point depends on (`depends_on`: the platform's packages, the figure and matrix
-code, replays.staleness.against_tree); one run on other code, or with no provenance at all, is
-run again, and the log says why. Before a point runs, its offered load is checked against the emulator's budget; a point
-over it gets a larger scale (rates and bytes divided together: S/B is kept), and the report says so.
+tree in what a point depends on (DEPENDS_ON: the platform's packages, the figure and matrix
+code; replays.staleness.against_tree); one run on other code, or with no provenance at all, is
+run again, and the log says why. Before a point runs, its offered load is checked against the
+emulator's budget; a point over it gets a larger scale (rates and bytes divided together: S/B is
+kept), and the report says so.
 
 A repetition is run once more, in the same folder, before the sweep gives up on it: at twice the
 scale when it finished but was judged not faithful (half the load on the emulator, S/B kept), at

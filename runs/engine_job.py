@@ -172,7 +172,6 @@ def run_scheme_job(
     workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
     width, model_bytes = prep.width, prep.model_bytes
     regions = net.family.regions(net)
-    start_run_dir(out, keep_previous)
     run_id = new_run_id()
     manifest = {
         "run_id": run_id,
@@ -186,11 +185,12 @@ def run_scheme_job(
     }
     if provenance:
         manifest["provenance"] = provenance
-    write_json_atomic(out / "manifest.json", manifest, default=str)
     hosts = workers + servers
     timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
     error = ""
     with Testbed(net) as tb:
+        start_run_dir(out, keep_previous)  # the emulator is this run's now: no other run writes here
+        write_json_atomic(out / "manifest.json", manifest, default=str)
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)

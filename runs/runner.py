@@ -13,9 +13,10 @@ so far is written and marked incomplete.
 
 Results go to results/<name>/: iterations.csv, events.jsonl, summary.json, manifest.json and,
 with a timeline or several jobs, timeline.csv, events.csv and timeline.png. Each file is written
-under a temporary name and renamed into place (topologies.files), summary.json last; before the
-run writes anything, the previous run's files in the folder are moved to results/<name>.prev/
-(`testbed run`) or removed (a sweep's repetition: runs.results.start_run_dir).
+under a temporary name and renamed into place (topologies.files), summary.json last; once the
+network is up and before the run writes anything, the previous run's files in the folder are
+moved to results/<name>.prev/ (`testbed run`) or removed (a sweep's repetition:
+runs.results.start_run_dir).
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def run_job(
     a synchronisation scheme runs through the scheme engine instead (runs.engine_job).
     `more_rounds`: run 1 + len(more_rounds) rounds of the job's iterations in one job, `out`
     holding round 1 and each of these folders the next (runs.rounds). The previous run's files in
-    `out` (and in `more_rounds`) are moved to <out>.prev/ with `keep_previous`, else removed,
-    once the job is checked and before anything is written (runs.results.start_run_dir).
+    `out` (and in `more_rounds`) are moved to <out>.prev/ with `keep_previous`, else removed, once
+    the network is up (this run holds the emulator lock) and before anything is written
+    (runs.results.start_run_dir); a run that fails earlier leaves the folder as it was.
     `provenance`: the tree the run ran on (a sweep's replays.provenance block), recorded in the
     manifest and every summary so a resumed sweep can tell a point run on other code."""
     rnds = rounds.plan(exp.main.warmup, exp.main.iterations, 1 + len(more_rounds)) if more_rounds else []
@@ -92,18 +94,19 @@ def run_job(
     planned = plan_timeline(net, exp.timeline, exp.random_failures, where)
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
     host = _host_times(plan, sizes, topo.scale * exp.compress, where)
-    start_run_dir(out, keep_previous)  # checkpoints too: a new job has nothing to restore from
-    for d in more_rounds:
-        start_run_dir(d)
     main = exp.main
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     if provenance:
         record["provenance"] = provenance
-    write_json_atomic(out / "manifest.json", record)
     predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
+        # the emulator is this run's now (its lock): no other run of the name still writes here
+        start_run_dir(out, keep_previous)  # checkpoints too: a new job has nothing to restore from
+        for d in more_rounds:
+            start_run_dir(d)
+        write_json_atomic(out / "manifest.json", record)
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()

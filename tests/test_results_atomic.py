@@ -104,16 +104,31 @@ class Killed(BaseException):
     """Stands for SIGKILL: nothing after it runs (not even the run's own error handling)."""
 
 
+class UpNetwork:
+    """Stands for the emulated network once up (emulation.net.Testbed holds the emulator lock)."""
+
+    def __init__(self, net):
+        self.net = net
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def killed(*args, **kw):
+    raise Killed
+
+
 def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path, monkeypatch):
-    """The issue's case: `testbed run leafspine-rat.yaml`, then the same run killed at bring-up.
-    The real run_job up to the emulator; the emulator's bring-up is where it dies."""
+    """The issue's case: `testbed run leafspine-rat.yaml`, then the same run killed once its network
+    is up. The real run_job up to the emulator; the emulator's bring-up and monitor stood in for."""
     import runs.engine_job
     from runs.runner import run_experiment
 
-    def killed(net):
-        raise Killed
-
-    monkeypatch.setattr(runs.engine_job, "Testbed", killed)
+    monkeypatch.setattr(runs.engine_job, "Testbed", UpNetwork)
+    monkeypatch.setattr(runs.engine_job, "Monitor", killed)  # the first thing the run does on the network
     results = tmp_path / "results"
     out = results / "leafspine-rat"
     old = previous_run(out)
@@ -135,6 +150,23 @@ def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path, monk
     with pytest.raises(Killed):
         run_experiment(scheme_experiment(tmp_path), results, progress=False)
     assert json.loads((prev / "summary.json").read_text()) == old
+
+
+def test_a_run_killed_before_its_network_is_up_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """Queued behind another emulation or killed in bring-up: the run never held the emulator, so it
+    touched nothing (another run of the same name may still be writing there)."""
+    import runs.engine_job
+    from runs.runner import run_experiment
+
+    monkeypatch.setattr(runs.engine_job, "Testbed", killed)
+    results = tmp_path / "results"
+    old = previous_run(results / "leafspine-rat")
+    listing = sorted(p.name for p in (results / "leafspine-rat").iterdir())
+    with pytest.raises(Killed):
+        run_experiment(scheme_experiment(tmp_path), results, progress=False)
+    assert sorted(p.name for p in (results / "leafspine-rat").iterdir()) == listing
+    assert load_run(str(results / "leafspine-rat")).summary == old
+    assert not (results / "leafspine-rat.prev").exists()
 
 
 def test_a_sweeps_repetition_is_cleared_of_the_previous_runs_files_only(tmp_path):
