@@ -67,6 +67,7 @@ from benchmarks.common import (
     write_summary,
 )
 from runs.runner import RunResult, run_experiment
+from topologies.files import write_text_atomic
 from topologies.schema import load_spec
 
 LOG = logging.getLogger(__name__)
@@ -456,15 +457,16 @@ def main(argv: list[str] | None = None) -> int:
     m["interrupted"] = interrupted
     table = format_tables(res["points"])
     finish(res)
-    (out_dir / "bct.json").write_text(json.dumps(res, indent=1))
+    write_text_atomic(out_dir / "bct.json", json.dumps(res, indent=1))
     mode = "quick" if args.quick else "full"
-    (out_dir / "bct.md").write_text(
+    write_text_atomic(
+        out_dir / "bct.md",
         f"# BCT benchmark ({mode}{', interrupted' if interrupted else ''}, {m['started']}, commit "
         f"{m['git_commit'][:10]}{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s of which "
         f"{m['queued_s']:.0f} s queued for the emulator, machine {m['idle_before_pct']:.0f}% idle before the run)\n\n"
         f"{MODEL} width {args.width:g}, BS {BATCH_SIZE} per worker, {args.iterations} measured steps after "
         f"{args.warmup} warm-up, placement {args.placement}. Target: measured/BCT_max in "
-        f"{TARGET_LOW:.2f}-{TARGET_HIGH:.2f} where communication-bound and faithful.\n\n{table}"
+        f"{TARGET_LOW:.2f}-{TARGET_HIGH:.2f} where communication-bound and faithful.\n\n{table}",
     )
     write_summary(out_dir, "bct", "BCT benchmark", res, args.quick)
     print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")

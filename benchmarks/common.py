@@ -26,23 +26,14 @@ from pathlib import Path
 import psutil
 
 from emulation.net import unwind_on_sigterm
-from replays import evidence
+from replays import evidence, staleness
 from replays.provenance import Provenance, capture
+from topologies.files import write_text_atomic
 
 TOP = Path(__file__).resolve().parent.parent
 #: what every benchmark's numbers depend on besides its own module and script: the platform and the
 #: schemes (a change there makes a committed benchmark result stale: replays.staleness)
-PLATFORM = (
-    "topologies/",
-    "controller/",
-    "emulation/",
-    "schemes/",
-    "workloads/",
-    "tfjob/",
-    "models/",
-    "engine/",
-    "runs/",
-)
+PLATFORM = staleness.PLATFORM
 
 
 def lock_wait_s() -> float:
@@ -178,11 +169,12 @@ def write_results(
     m = res["meta"]
     mode = "quick" if quick else "full"
     finish(res)
-    (out_dir / f"{stem}.json").write_text(json.dumps(res, indent=1))
-    (out_dir / f"{stem}.md").write_text(
+    write_text_atomic(out_dir / f"{stem}.json", json.dumps(res, indent=1))
+    write_text_atomic(
+        out_dir / f"{stem}.md",
         f"# {title} ({mode}, {m['started']}, commit {m['git_commit'][:10]}"
         f"{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s, "
-        f"machine {m['idle_before_pct']:.0f}% idle before the run)\n\n{table}"
+        f"machine {m['idle_before_pct']:.0f}% idle before the run)\n\n{table}",
     )
     write_summary(out_dir, stem, title, res, quick, depends)
     print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")

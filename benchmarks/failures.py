@@ -38,6 +38,7 @@ import yaml
 from benchmarks.common import TOP, begin, bench_parser, finish, fmt, lock_wait_s, md_table, meta, write_summary
 from runs.runner import run_experiment
 from runs.summary import RunSummary, read_summary
+from topologies.files import write_text_atomic
 from workloads.errors import RunError
 
 LOG = logging.getLogger(__name__)
@@ -187,16 +188,17 @@ def main(argv: list[str] | None = None) -> int:
     m["interrupted"] = interrupted
     table = format_tables(res["runs"])
     finish(res)
-    (out_dir / "failures.json").write_text(json.dumps(res, indent=1))
+    write_text_atomic(out_dir / "failures.json", json.dumps(res, indent=1))
     mode = "quick" if args.quick else "full"
-    (out_dir / "failures.md").write_text(
+    write_text_atomic(
+        out_dir / "failures.md",
         f"# Failure and reconfiguration benchmark ({mode}{', interrupted' if interrupted else ''}, {m['started']}, "
         f"commit {m['git_commit'][:10]}{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s)\n\n"
         f"VGG-16, BS 1, scale {SCALE}, compress {COMPRESS}, an event every {gap} steps. Each cell: time to apply "
         "the event (ms, dark period included) / recovery time (s, event -> BCT within 10% of before; 'not back "
         "(xR)' while the change lasts, R = BCT then / before) / BCT overhead (s, extra time of the slow steps "
         "until the next event) / steps lost.\n\n"
-        f"{table}\n"
+        f"{table}\n",
     )
     write_summary(out_dir, "failures", "Failure and reconfiguration benchmark", res, args.quick)
     print(table)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
 from schemes import registry
+from topologies.files import write_text_atomic
 
 LOG = logging.getLogger("bench.flowmodel")
 
@@ -142,7 +143,7 @@ def emulate(todo: list[Case], tmp: Path, save: Path) -> list[dict]:
                     row.update(emulated_s=None, faithful=False, fidelity="", hosts=len(c.prep.hosts), error=str(err))
                     LOG.warning("%s: %s", c.name, err)
                 rows.append(row)
-        save.write_text(json.dumps({"points": rows}, indent=1))
+        write_text_atomic(save, json.dumps({"points": rows}, indent=1))
     return rows
 
 
@@ -295,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     res["meta"]["emulated_wall_s"] = time.monotonic() - t0
     res["points"] = rows
     # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
-    (out_dir / "flowmodel-emulated.json").write_text(json.dumps(res, indent=1))
+    write_text_atomic(out_dir / "flowmodel-emulated.json", json.dumps(res, indent=1))
     quick_factors = out_dir / "flowmodel-factors-quick.json"
     factors = Path(args.factors) if args.factors else quick_factors if args.quick else FACTORS
     res["calibration"] = calibrate(todo, rows, factors, res["meta"])

@@ -19,6 +19,7 @@ from pathlib import Path
 from benchmarks.common import TOP, maximum, median
 from emulation import measure
 from emulation.net import Testbed
+from topologies.files import write_text_atomic
 
 LOG = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def reconfig_figure(dark_values: list[float], reps: int, raw_dir: Path) -> list[
             LOG.info("reconfiguration, dark %g ms, %d repetitions", dark, reps)
             events, stream = reconfig_session(tb, dark, reps)
             raw_dir.mkdir(parents=True, exist_ok=True)
-            (raw_dir / f"reconfig-dark{dark:g}ms.json").write_text(json.dumps({"events": events, **stream}))
+            write_text_atomic(raw_dir / f"reconfig-dark{dark:g}ms.json", json.dumps({"events": events, **stream}))
             out.append(
                 {
                     "dark_ms": dark,

@@ -20,6 +20,7 @@ import yaml
 
 from benchmarks.common import TOP, depends_on, finish, fmt, md_table, meta, setup_logging, write_summary
 from schemes import registry
+from topologies.files import write_text_atomic
 
 LOG = logging.getLogger("bench.scale")
 SIZES = ("100", "1k", "10k")
@@ -208,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     res = {"meta": started | {"wall_s": time.monotonic() - t0}, "points": rows}
     finish(res)
-    (out / "scale.json").write_text(json.dumps(res, indent=1))
+    write_text_atomic(out / "scale.json", json.dumps(res, indent=1))
     md = "# Flow-model scale (one iteration, SimGrid 3.32 CM02 max-min)\n\n" + table(rows) + "\n"
-    (out / "scale.md").write_text(md)
+    write_text_atomic(out / "scale.md", md)
     write_summary(out, "scale", "Flow-model scale benchmark", res, args.quick, depends_on("scale"))
     print(md)
     slow = [r for r in rows if r.get("process_s", 0) > 60]

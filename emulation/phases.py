@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emulation.periodic import Periodic
+from topologies.files import atomic_open
 
 LOG = logging.getLogger(__name__)
 
@@ -170,7 +171,7 @@ def write_links_csv(path: Path, windows: Sequence[Window]) -> None:
     """Every window's links that moved bytes, one row each (t_end unix s, window s, switch-side
     interface, share of its rate): the run's link utilisation over time, for plots and for asking
     which links were busy when (a step's communication is the busiest link's, per window)."""
-    with path.open("w", newline="") as f:
+    with atomic_open(path, newline="") as f:
         w = csv.writer(f)
         w.writerow(LINKS_CSV_FIELDS)
         for win in windows:

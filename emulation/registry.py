@@ -26,6 +26,8 @@ from pathlib import Path
 
 import psutil
 
+from topologies.files import write_json_atomic
+
 LOG = logging.getLogger(__name__)
 RUN_ROOT = Path(os.environ.get("PSNET_RUN_ROOT", "/run/psnet-testbed"))
 TAG = "psnet-testbed"
@@ -99,9 +101,7 @@ def save(path: Path, **state: object) -> None:
     f = path / "state.json"
     data = json.loads(f.read_text()) if f.exists() else {}
     data.update(state)
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(f)
+    write_json_atomic(f, data)
 
 
 def _ovs(*args: str) -> str:

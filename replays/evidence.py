@@ -6,7 +6,10 @@ every benchmark writes `results/bench/<stem>.summary.json` beside its <stem>.jso
 reproduction page (`testbed report`, replays.reproduction) reads only these files and never runs
 anything. The contract: one name, kind, seed paper, title, the command that reproduces it, its
 provenance (replays.provenance), what it depends on (replays.staleness), its files, each point's
-fidelity and one headline per paper claim the page shows as a card.
+fidelity and one headline per paper claim the page shows as a card. `complete: true` is set by
+`write_summary` only, which writers call after their other files and which writes the file whole
+(topologies.files); the page refuses a summary without it, naming the file and the command to
+run again.
 
 A per-run folder also has a summary.json (the run's RunResult); the figure-level one is told apart
 by `"schema": "figure-summary/1"`. Readers tolerate extra keys (every model allows them), so a
@@ -22,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replays.provenance import Provenance
+from topologies.files import write_text_atomic
 
 SCHEMA = "figure-summary/1"
 FILENAME = "summary.json"
@@ -107,6 +111,10 @@ class FigureSummary(BaseModel):
     repetitions: int | None = None
     points: list[PointFidelity] = Field(default_factory=list)
     headlines: list[Headline] = Field(default_factory=list)
+    complete: bool = Field(
+        default=False,
+        description="true only as write_summary writes it, the result's last file: a reader refuses one without it",
+    )
 
     def dump(self) -> str:
         return self.model_dump_json(indent=1, by_alias=True, exclude_none=False) + "\n"
@@ -122,16 +130,18 @@ def verdict_kind(verdict: str) -> str:
 
 
 def write_summary(folder: Path, summary: FigureSummary, filename: str = FILENAME) -> Path:
-    """Write `summary` into `folder` (summary.json; a benchmark: <stem>.summary.json); returns the file."""
+    """Write `summary` into `folder` (summary.json; a benchmark: <stem>.summary.json), marked
+    `complete`, whole (topologies.files); call it after the result's other files. Returns the file."""
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / filename
-    target.write_text(summary.dump())
+    write_text_atomic(target, summary.model_copy(update={"complete": True}).dump())
     return target
 
 
-def read_summary(path: Path) -> FigureSummary | None:
+def read_summary(path: Path, require_complete: bool = False) -> FigureSummary | None:
     """The figure-level summary in `path` (a file, or a folder's summary.json); None where there
-    is none or the file is another kind of summary (a run's); SummaryError where it is broken."""
+    is none or the file is another kind of summary (a run's); SummaryError where it is broken or,
+    with `require_complete`, not marked complete (written before the mark, or by hand)."""
     target = path / FILENAME if path.is_dir() else path
     try:
         data = json.loads(target.read_text())
@@ -142,11 +152,16 @@ def read_summary(path: Path) -> FigureSummary | None:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         return None
     try:
-        return FigureSummary.model_validate(data)
+        summary = FigureSummary.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
         raise SummaryError(f"{target}: {where}: {first['msg']} ({err.error_count()} problem(s))") from None
+    if require_complete and not summary.complete:
+        raise SummaryError(
+            f"{target}: complete is not true (not written whole by this testbed); run it again: {summary.command}"
+        )
+    return summary
 
 
 def summary_paths(results: Path) -> list[Path]:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from replays import outputs
 from replays.catalogue import paper_of
 from replays.claims import PAPER_EQ, ClaimResult
-from replays.evidence import FILENAME, FigureSummary, Files, Headline, PointFidelity
+from replays.evidence import FigureSummary, Files, Headline, PointFidelity, write_summary
 from replays.provenance import capture
 
 #: what every replay's numbers depend on beside its own file: the replay code, the topology model
@@ -119,4 +119,4 @@ def write_figure_summary(
         points=list(points),
         headlines=unique(list(headlines)),
     )
-    return outputs.write_text(out / FILENAME, summary.dump())
+    return write_summary(out, summary)  # marked complete, last, whole

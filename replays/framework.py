@@ -103,11 +103,13 @@ class EmulatedFigures:
             if not summaries:
                 nothing = f"{name}: nothing to redraw: no runs in {out} (replay it first)"
                 return Replayed(name, out, out / "report.md", out / f"{name}.png", nothing=nothing)
+            redrawn = {}  # each run's summary with the model and step split as the code has them now
             for summary in summaries:
-                repredict(summary.parent)  # the model as the code has it now
-                resplit(summary.parent)  # and the step split, from the run's links.csv
+                s = repredict(summary.parent)  # from the run's manifest
+                redrawn[summary] = resplit(summary.parent, s) or s  # from its links.csv, where it has one
             reps = sweep.repetitions(fig, opts.quick, opts.repeat)
-            write_report(fig, out, sweep.points_to_run(fig, opts.quick), reps, {}, quick=opts.quick)
+            points = sweep.points_to_run(fig, opts.quick)
+            write_report(fig, out, points, reps, {}, quick=opts.quick, redrawn=redrawn)  # summaries stay as run
         else:
             out = sweep.run_figure(
                 name,

@@ -25,7 +25,6 @@ makes the file refused, naming the cell and the highest rate that fits.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -36,10 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from replays import sweep
 from replays.figure import REPO, TOPOLOGIES, Figure, Point, rep_dir
+from replays.provenance import capture
 from runs.engine_job import prepare
 from schemes.registry import Limits, SchemeName
 from schemes.registry import get as get_scheme
 from topologies.build import build_network
+from topologies.files import write_json_atomic
 from topologies.model import Network
 from topologies.schema import InputError, SafeName, TopologySpec, fidelity_budget_mbps, one_line_error, read_yaml
 from workloads.budget import OVERRIDE_TOPO, check_job
@@ -251,21 +252,26 @@ def run_matrix(
         for c, k in todo:
             (rep_dir(out, c.point, k) / "summary.json").unlink(missing_ok=True)
     t0, ran = time.monotonic(), False
+    now = capture(quick)  # kept cells must have run on this code (sweep.drop_other_code)
     bar = tqdm(todo, desc=fig.figure, unit="run", disable=not progress or report_only)
     for c, k in bar:
         d = rep_dir(out, c.point, k)
+        if not report_only:
+            sweep.drop_other_code([d], now)
         if report_only or sweep.finished(d) is not None:  # kept: finished cells, faithful or not
             continue
         bar.set_postfix_str(f"{c.point.id} rep{k}")
         ran = True
         exp = sweep.point_experiment(fig, c.point, quick=False)  # the quick job is already in fig.job
         assert c.spec is not None
-        sweep.run_repetition(exp, c.spec, c.source, d, f"{path}#{c.point.id}", rescale=False)
+        sweep.run_repetition(
+            exp, c.spec, c.source, d, f"{path}#{c.point.id}", rescale=False, provenance=now.model_dump()
+        )
     bar.close()
     if ran:
         queued = sum(
             (sweep.finished(rep_dir(out, c.point, k)) or {}).get("timings", {}).get("lock_wait_s", 0.0) for c, k in todo
         )
         wall = time.monotonic() - t0
-        (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))
+        write_json_atomic(out / "run.json", {"wall_s": wall, "queued_s": queued, "ended": time.time()}, indent=None)
     return MatrixRun(m, fig, cells, out, reps, quick, path)

@@ -21,6 +21,7 @@ from typing import Any
 from replays.figure import REPO
 from replays.modelfig import ModelFigure, Panel, Series, compute_point, load_model_figure, spec_data
 from replays.modelfig_report import write_model_report
+from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
                 points.update(done.result())
     rows: list[dict[str, Any]] = []
     for panel, series, w, key in wanted:
-        point_file(out, panel, series, w).write_text(json.dumps(points[key], indent=1))
+        write_json_atomic(point_file(out, panel, series, w), points[key])
         rows.append({"panel": panel.id, "series": series.label, **points[key]})
     wall = time.monotonic() - t0
     write_model_report(fig, out, rows, cap, quick, wall)

@@ -20,14 +20,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from topologies.files import atomic_path, write_text_atomic
+
 #: the resolution of every replay's figures (~100 KB each, what results/ commits)
 DPI = 120
 
 
 def write_text(path: Path, text: str) -> Path:
-    """Write one result file (its folder made); the one place a replay's text outputs are written."""
+    """Write one result file (its folder made) whole, through a temporary name and a rename
+    (topologies.files); the one place a replay's text outputs are written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    write_text_atomic(path, text)
     return path
 
 
@@ -67,7 +70,8 @@ def pyplot() -> Any:
 def save_png(canvas: Any, path: Path, dpi: int = DPI) -> Path:
     """Save a matplotlib figure and close it; the one place a replay's figures are written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    canvas.savefig(path, dpi=dpi)
+    with atomic_path(path) as tmp:
+        canvas.savefig(tmp, dpi=dpi)
     pyplot().close(canvas)
     return path
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,15 +141,20 @@ class Row:
         return "; ".join(sorted({s.fidelity_reason for s in self.summaries if not s.faithful}))
 
 
-def collect(out: Path, points: list[Point], reps: int, metric: str = "bct") -> list[Row]:
-    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run."""
+def collect(
+    out: Path, points: list[Point], reps: int, metric: str = "bct", redrawn: Mapping[Path, RunSummary] | None = None
+) -> list[Row]:
+    """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run.
+    `redrawn`: summaries recomputed by --report-only (by their summary.json's path), read instead
+    of the files, which stay as the runs wrote them."""
     key = f"{metric}_s"
     rows = []
     for p in points:
         row = Row(p, metric=key)
         for k in range(1, reps + 1):
             try:
-                s = read_summary(rep_dir(out, p, k) / "summary.json")
+                f = rep_dir(out, p, k) / "summary.json"
+                s = (redrawn or {}).get(f) or read_summary(f)
             except OSError:
                 row.failed.append(f"rep{k}: not run")
                 continue
@@ -553,9 +558,11 @@ def write_report(
     notes: dict[str, str],
     wall_s: float | None = None,
     quick: bool = False,
+    redrawn: Mapping[Path, RunSummary] | None = None,
 ) -> list[ClaimResult]:
-    """summary.csv, <figure>.png, report.md and report.json from the runs in `out`; returns the claims."""
-    rows = collect(out, points, reps, fig.metric)
+    """summary.csv, <figure>.png, report.md and report.json from the runs in `out` (each written
+    whole: topologies.files); returns the claims. `redrawn`: as collect's (--report-only)."""
+    rows = collect(out, points, reps, fig.metric, redrawn)
     notes = {p.id: "; ".join(filter(None, [notes.get(p.id, ""), *retry_notes(out, p, reps)])) for p in points}
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     if wall_s is None and run:
@@ -580,7 +587,7 @@ def write_report(
     compared = []  # the figure's `compare` runs: the decomposition and the curve show them beside
     if fig.compare and not quick:
         mine = [fig.compare.point(p) for p in points if fig.compare.compares(p)]
-        compared = collect(out, mine, fig.compare.repeat, fig.metric)
+        compared = collect(out, mine, fig.compare.repeat, fig.metric, redrawn)
     rep.decomposition, rep.ratio_curves = speedup_curves(fig, rows + compared, reference)
     plots: list[tuple[str, Callable[[Path], None]]] = [(f"{fig.figure}.png", lambda p: plot(fig, rows, p))]
     if rep.ratio_curves:

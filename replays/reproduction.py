@@ -236,7 +236,7 @@ def _without_summary(results: Path, exp: Expected) -> str:
 def _read(path: Path) -> tuple[FigureSummary | None, str]:
     """The summary, or (None, its problem in one line, the file named from the results' parent)."""
     try:
-        return read_summary(path), ""
+        return read_summary(path, require_complete=True), ""
     except SummaryError as err:
         shown = path.relative_to(path.parents[2]) if len(path.parents) > 2 else path
         return None, str(err).replace(str(path), str(shown))

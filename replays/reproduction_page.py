@@ -39,6 +39,7 @@ from replays.reproduction import (
     short_title,
 )
 from replays.staleness import STALE, UNKNOWN
+from topologies.files import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MD_PATH = REPO / "docs" / "reproduction.md"
@@ -320,5 +321,5 @@ def write(sections: list[Section], md_path: Path = MD_PATH, html_path: Path = HT
     pages = {md_path: markdown(sections, md_path, html_path), html_path: html(sections, html_path, md_path)}
     for path, text in pages.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        write_text_atomic(path, text)
     return [md_path, html_path]

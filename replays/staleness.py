@@ -24,6 +24,19 @@ from pydantic import BaseModel, Field
 from replays.provenance import REPO
 
 CURRENT, STALE, UNKNOWN = "current", "stale", "unknown provenance"
+#: what a run's numbers depend on: the platform and the schemes (a benchmark or a sweep adds its
+#: own modules and files; benchmarks.common and replays.sweep build on this one list)
+PLATFORM = (
+    "topologies/",
+    "controller/",
+    "emulation/",
+    "schemes/",
+    "workloads/",
+    "tfjob/",
+    "models/",
+    "engine/",
+    "runs/",
+)
 #: files named in a stale mark's text
 SHOWN = 3
 
@@ -95,3 +108,37 @@ def staleness(
     now = head_blobs(repo, [p for p in candidates if p in dirty], rev)
     really = [p for p in candidates if p not in dirty or now.get(p) != dirty[p]]
     return Staleness(state=STALE, changed=really) if really else Staleness(state=CURRENT)
+
+
+def against_tree(
+    commit: str | None,
+    dirty_files: dict[str, str | None] | None,
+    now_commit: str | None,
+    now_dirty: dict[str, str | None] | None,
+    depends_on: list[str],
+    repo: Path = REPO,
+) -> Staleness:
+    """A result's state against the work tree now rather than HEAD: what a resumed sweep would run
+    (`now_*`: replays.provenance.git_state of the tree). Each dependency's content then (its blob
+    at `commit`, or the local change it ran with) is compared with its content now (at
+    `now_commit`, or the tree's local change): a sweep resumed on the very tree it stopped on,
+    local changes included, is current; one resumed after a commit or an edit that touches what it
+    depends on is stale."""
+    if not commit or not now_commit:
+        return Staleness(state=UNKNOWN, reason="no commit recorded" if not commit else "not a git checkout")
+    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        return Staleness(state=UNKNOWN, reason=f"commit {commit[:10]} is not in this repository")
+    diff = _git(repo, "diff", "-z", "--name-only", "--no-renames", commit, now_commit, "--", *depends_on)
+    if diff.returncode != 0:
+        return Staleness(state=UNKNOWN, reason=f"git diff failed: {diff.stderr.strip().splitlines()[-1:]}")
+    then_dirty = {p: h for p, h in (dirty_files or {}).items() if _within(p, depends_on)}
+    tree_dirty = {p: h for p, h in (now_dirty or {}).items() if _within(p, depends_on)}
+    candidates = sorted({p for p in diff.stdout.split("\0") if p} | set(then_dirty) | set(tree_dirty))
+    at_then = head_blobs(repo, candidates, commit)
+    at_now = head_blobs(repo, candidates, now_commit)
+    changed = [
+        p
+        for p in candidates
+        if then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
+    ]
+    return Staleness(state=STALE, changed=changed) if changed else Staleness(state=CURRENT)

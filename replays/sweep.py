@@ -8,8 +8,13 @@ point's repetitions are rounds of one job: one network, one set of TF processes,
 steps, each round summarised on its own into its rep<k>/ (runs.rounds); `repeat_as: runs`
 (or `--repeat-as runs`) runs a separate job per repetition. A finished repetition (its
 summary.json complete) is kept and skipped next time, so an interrupted sweep resumes where it
-stopped. Before a point runs, its offered load is checked against the emulator's budget; a point
-over it gets a larger scale (rates and bytes divided together: S/B is kept), and the report says so.
+stopped. A kept repetition must have run on the code the sweep would run now: its summary's
+provenance (the commit and local changes it ran on, replays.provenance) is compared with the work
+tree in what a point depends on (DEPENDS_ON: the platform's packages, the figure and matrix
+code; replays.staleness.against_tree); one run on other code, or with no provenance at all, is
+run again, and the log says why. Before a point runs, its offered load is checked against the
+emulator's budget; a point over it gets a larger scale (rates and bytes divided together: S/B is
+kept), and the report says so.
 
 A repetition is run once more, in the same folder, before the sweep gives up on it: at twice the
 scale when it finished but was judged not faithful (half the load on the emulator, S/B kept), at
@@ -31,11 +36,14 @@ import logging
 import time
 from pathlib import Path
 
+from replays import provenance as prov
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from replays.report import write_report
+from replays.staleness import CURRENT, PLATFORM, against_tree
 from runs import rounds
 from runs.summary import write_summary
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
+from topologies.files import write_json_atomic
 from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
 from workloads.budget import BUDGET_HOPS, OVERRIDE_TOPO, check_job, offered_load_mbps
 from workloads.experiment import ExperimentSpec, JobSpec
@@ -45,6 +53,8 @@ LOG = logging.getLogger(__name__)
 RETRY_SCALE = 2.0
 #: characters of a stall's message kept in the retry record
 WHY_CHARS = 400
+#: what a repetition's numbers depend on: a change here since it ran means running it again
+DEPENDS_ON = [*PLATFORM, "replays/figure.py", "replays/sweep.py", "replays/matrix.py"]
 
 
 def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
@@ -146,6 +156,40 @@ def finished(d: Path) -> dict | None:
     return s if s.get("complete") else None
 
 
+def ran_on(d: Path, s: dict) -> tuple[str | None, dict[str, str | None]]:
+    """(commit, local changes) a finished repetition ran on: its summary's provenance, else (runs
+    written before summaries carried one) the short commit its manifest's versions name."""
+    p = s.get("provenance") or {}
+    if p.get("commit"):
+        return p["commit"], p.get("dirty_files") or {}
+    try:
+        manifest = json.loads((d / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None, {}
+    return (manifest.get("versions") or {}).get("git") or None, {}
+
+
+def drop_other_code(
+    dirs: list[Path], now: prov.Provenance, depends_on: list[str] = DEPENDS_ON, repo: Path = REPO
+) -> list[Path]:
+    """Of these repetitions, the finished ones that ran on other code than the tree's now (see the
+    module docstring) lose their summary, so the sweep runs them again; one line each says why.
+    Returns them. A sweep never mixes points measured by different code."""
+    dropped = []
+    for d in dirs:
+        s = finished(d)
+        if s is None:
+            continue
+        commit, dirty = ran_on(d, s)
+        st = against_tree(commit, dirty, now.commit, now.dirty_files, depends_on, repo)
+        if st.state == CURRENT:
+            continue
+        LOG.warning("%s: ran on other code (%s): running it again", d / "summary.json", st.text)
+        (d / "summary.json").unlink()
+        dropped.append(d)
+    return dropped
+
+
 def retry_reason(summary: dict | None, error: str = "", stalled: bool = False) -> tuple[str, float] | None:
     """Why a repetition gets its one more run, and the factor on its scale; None: no retry.
     A stall: the same scale. Finished but not faithful: RETRY_SCALE times the scale."""
@@ -163,22 +207,35 @@ def needs_run(d: Path) -> bool:
 
 
 def run_repetition(
-    exp: ExperimentSpec, spec: TopologySpec, source: str, d: Path, origin: str, rescale: bool = True
+    exp: ExperimentSpec,
+    spec: TopologySpec,
+    source: str,
+    d: Path,
+    origin: str,
+    rescale: bool = True,
+    provenance: dict | None = None,
 ) -> None:
     """One repetition, as a separate run (run_repetitions with one folder)."""
-    run_repetitions(exp, spec, source, [d], origin, rescale)
+    run_repetitions(exp, spec, source, [d], origin, rescale, provenance)
 
 
 def run_repetitions(
-    exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str, rescale: bool = True
+    exp: ExperimentSpec,
+    spec: TopologySpec,
+    source: str,
+    dirs: list[Path],
+    origin: str,
+    rescale: bool = True,
+    provenance: dict | None = None,
 ) -> None:
     """A point's repetitions into `dirs`: those not finished run as rounds of one job (one folder:
     one run), then each is run once more on a stall or an unfaithful result (see the module
     docstring), the ones due the same retry together, again as rounds of one job. A failure after
     that is logged, and the report marks the repetition as failed. `rescale=False` keeps an
-    unfaithful result as it is (a matrix holds every cell at one rate and gradient size)."""
+    unfaithful result as it is (a matrix holds every cell at one rate and gradient size).
+    `provenance`: the tree the sweep runs on, recorded in each run's manifest and summary."""
     todo = [d for d in dirs if finished(d) is None]
-    stall = _attempt(exp, spec, source, todo, origin) if todo else None
+    stall = _attempt(exp, spec, source, todo, origin, provenance) if todo else None
     due: dict[Path, tuple[str, float]] = {}
     if stall is not None:
         due |= {d: retry_reason(None, stall, stalled=True) for d in todo if finished(d) is None}
@@ -189,7 +246,7 @@ def run_repetitions(
             due[d] = why
     for factor in sorted({f for _, f in due.values()}):
         group = [d for d, (_, f) in due.items() if f == factor]
-        _retry(exp, spec, source, group, origin, factor, {d: due[d][0] for d in group})
+        _retry(exp, spec, source, group, origin, factor, {d: due[d][0] for d in group}, provenance)
 
 
 def _retry(
@@ -200,6 +257,7 @@ def _retry(
     origin: str,
     factor: float,
     why: dict[Path, str],
+    provenance: dict | None = None,
 ) -> None:
     """Run these repetitions once more at `factor` times the scale; each summary records why."""
     for d in dirs:
@@ -207,7 +265,7 @@ def _retry(
         if (d / "summary.json").exists():
             (d / "summary.json").replace(d / "attempt1-summary.json")
     rerun = parse_spec({**spec.model_dump(), "scale": spec.scale * factor}, source) if factor != 1 else spec
-    _attempt(exp, rerun, source, dirs, origin)
+    _attempt(exp, rerun, source, dirs, origin, provenance)
     for d in dirs:
         f = d / "summary.json"
         s = json.loads(f.read_text()) if f.exists() else {"complete": False, "error": "the retry wrote no summary"}
@@ -215,7 +273,9 @@ def _retry(
         write_summary(f, {**s, "retries": [retry]})
 
 
-def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str) -> str | None:
+def _attempt(
+    exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Path], origin: str, provenance: dict | None = None
+) -> str | None:
     """Run the repetitions (several: as rounds of one job, runs.rounds); the stall's message
     if the job stalled (the sweep runs the unfinished ones once more), else None."""
     from runs.runner import run_job
@@ -223,7 +283,7 @@ def _attempt(exp: ExperimentSpec, spec: TopologySpec, source: str, dirs: list[Pa
     from workloads.errors import RunError
 
     try:
-        run_job(exp, spec, source, dirs[0], progress=False, source=origin, more_rounds=dirs[1:])
+        run_job(exp, spec, source, dirs[0], progress=False, source=origin, more_rounds=dirs[1:], provenance=provenance)
     except Stalled as err:
         LOG.error("%s: %s", dirs[0], err)
         return str(err)[:WHY_CHARS]
@@ -264,6 +324,7 @@ def run_figure(
             (run_dir(out, fig, p, k, cmp) / "summary.json").unlink(missing_ok=True)
     if budget:
         check_budget(fig, quick, todo)
+    now = prov.capture(quick)  # the tree the points run on: kept ones must have run on the same code
     notes: dict[str, str] = {}
     ran = False
     t0 = time.monotonic()
@@ -273,6 +334,7 @@ def run_figure(
         spec, source, note = point_topology(fig, point)
         if note:
             notes[point.id] = note
+        drop_other_code(dirs, now)
         due = [d for d in dirs if needs_run(d)]
         label = f"{dirs[0].parent.name} rep{','.join(d.name[3:] for d in due)}" if due else dirs[0].parent.name
         bar.set_postfix_str(label if due else f"{label}: kept")
@@ -281,13 +343,14 @@ def run_figure(
             exp = point_experiment(fig, point, quick, compare=cmp)
             together = (repeat_as or fig.repeat_as) == "rounds" and not rounds.eligible(exp)
             for group in [due] if together else [[d] for d in due]:
-                run_repetitions(exp, spec, source, group, f"{FIGURES / name}.yaml#{dirs[0].parent.name}")
+                origin = f"{FIGURES / name}.yaml#{dirs[0].parent.name}"
+                run_repetitions(exp, spec, source, group, origin, provenance=now.model_dump())
         bar.update(len(dirs))
     bar.close()
     summaries = [run_dir(out, fig, p, k, cmp) / "summary.json" for p, k, cmp in todo]
     queued = sum(json.loads(f.read_text()).get("timings", {}).get("lock_wait_s", 0.0) for f in summaries if f.exists())
     wall = time.monotonic() - t0
     if ran:  # a resume that only kept finished runs keeps the last sweep's time
-        (out / "run.json").write_text(json.dumps({"wall_s": wall, "queued_s": queued, "ended": time.time()}))
+        write_json_atomic(out / "run.json", {"wall_s": wall, "queued_s": queued, "ended": time.time()}, indent=None)
     write_report(fig, out, points_to_run(fig, quick), reps, notes, quick=quick)
     return out

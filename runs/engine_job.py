@@ -15,7 +15,6 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from engine.host import verify_sums
 from engine.processes import read_rows
 from runs.engine_timeline import SchemeTimeline
 from runs.predict import choose_width
+from runs.results import new_run_id, start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from runs.summary import RunSummary, write_summary
@@ -44,6 +44,7 @@ from schemes.schedule import (
     host_bytes,
 )
 from topologies.build import build_network
+from topologies.files import atomic_open, write_json_atomic
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.errors import RunError, Unrecoverable
@@ -169,9 +170,16 @@ def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
 
 
 def run_scheme_job(
-    exp: ExperimentSpec, topo: TopologySpec, topo_source: str, out: Path, source: str = ""
+    exp: ExperimentSpec,
+    topo: TopologySpec,
+    topo_source: str,
+    out: Path,
+    source: str = "",
+    keep_previous: bool = False,
+    provenance: dict | None = None,
 ) -> RunSummary:
-    """Run the experiment's scheme job; returns its summary (also written). Raises RunError."""
+    """Run the experiment's scheme job; returns its summary (also written, last). Raises RunError.
+    `keep_previous`, `provenance`: as runs.runner.run_job's."""
     job = exp.main
     net = build_network(topo, topo_source)
     where = source or exp.name
@@ -179,8 +187,9 @@ def run_scheme_job(
     workers, servers, sched, cfg = prep.workers, prep.servers, prep.sched, prep.cfg
     width, model_bytes = prep.width, prep.model_bytes
     regions = net.family.regions(net)
-    out.mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id()
     manifest = {
+        "run_id": run_id,
         "experiment": source or exp.name,
         "topology_file": topo_source,
         "topology": topo.model_dump(),
@@ -189,11 +198,14 @@ def run_scheme_job(
         "model_bytes_emulated": model_bytes,
         "engine": cfg,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
+    if provenance:
+        manifest["provenance"] = provenance
     hosts = workers + servers
     timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
     error = ""
     with Testbed(net) as tb:
+        start_run_dir(out, keep_previous)  # the emulator is this run's now: no other run writes here
+        write_json_atomic(out / "manifest.json", manifest, default=str)
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
@@ -214,7 +226,7 @@ def run_scheme_job(
             timeline.finish()
     if run is None:
         raise RunError(f"{where}: {error}")
-    with (out / "iterations.csv").open("w", newline="") as f:
+    with atomic_open(out / "iterations.csv", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ROW_FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(run.rows)
@@ -230,6 +242,7 @@ def run_scheme_job(
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary: dict[str, Any] = {
         "name": exp.name,
+        "run_id": run_id,
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,
@@ -261,7 +274,9 @@ def run_scheme_job(
     }
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
-    written = write_summary(out / "summary.json", summary)
+    if provenance:
+        summary["provenance"] = provenance
+    written = write_summary(out / "summary.json", summary)  # last: a summary.json means the run's files are all there
     if problems:
         raise RunError(f"{where}: sums wrong: {problems[0]} (results in {out})")
     return written

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runs.summary import RunSummary, read_summary, write_summary
+from runs.summary import RunSummary, read_summary, summary_of
 from tfjob.hosttime import HostTime
 from topologies.build import build_network
 from topologies.model import Network
@@ -102,10 +102,12 @@ def placement_prediction(
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
-def repredict(run_dir: Path) -> RunSummary:
-    """Recompute a finished run's model predictions with the current model code (no rerun)."""
+def repredict(run_dir: Path, summary: RunSummary | None = None) -> RunSummary:
+    """Recompute a finished run's model predictions with the current model code (no rerun): its
+    summary (`summary`, else its summary.json) with the new predictions, returned and never written
+    back (`--report-only` redraws the report from it; summary.json stays what the run measured)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    summary = read_summary(run_dir / "summary.json").as_dict()
+    summary = (summary if summary is not None else read_summary(run_dir / "summary.json")).as_dict()
     net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
     job = JobSpec.model_validate(manifest["job"])
     record = summary.get("host_time") or {}
@@ -114,4 +116,4 @@ def repredict(run_dir: Path) -> RunSummary:
     summary["predicted_placement"] = placement_prediction(
         net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
     )
-    return write_summary(run_dir / "summary.json", summary)
+    return summary_of(summary, str(run_dir / "summary.json"))

@@ -8,8 +8,10 @@ import csv
 import json
 import logging
 import platform
+import shutil
 import subprocess
 import time
+import uuid
 from importlib import metadata
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from runs.recovery import recovery, steps_from_rows
 from runs.stats import describe
 from runs.timeline_out import plot, write_csv
 from tfjob.procs import JobRun
+from topologies.files import atomic_open
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.experiment import ExperimentSpec, JobSpec
@@ -25,6 +28,61 @@ from workloads.experiment import ExperimentSpec, JobSpec
 LOG = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent
 ITERATION_FIELDS = ["job", "attempt", "host", "task", "step", "global_step", "t_start", "t_end", "bct_s"]
+#: what a run writes into its folder (workloads/README.md; "engine": a scheme run's per-host logs),
+#: and so all that start_run_dir moves or removes: a user's own files in the folder are left alone
+RUN_FILES = (
+    "summary.json",
+    "manifest.json",
+    "iterations.csv",
+    "events.jsonl",
+    "links.csv",
+    "timeline.csv",
+    "events.csv",
+    "timeline.png",
+    "checkpoints",
+    "engine",
+)
+#: `testbed run` keeps the previous finished run of results/NAME/ in results/NAME.prev/
+PREVIOUS = ".prev"
+
+
+def start_run_dir(out: Path, keep_previous: bool = False) -> None:
+    """Make `out` ready for a new run, so that no file of an earlier run is left beside the new
+    run's (a killed re-run once left a new manifest.json beside the old complete summary.json,
+    and `testbed compare` read the old numbers as new). With `keep_previous` (`testbed run`), an
+    earlier run that wrote its summary.json is moved whole to <out>.prev/ (whose own run files it
+    replaces); otherwise (a sweep's repetition, or leftovers without a summary: a killed run) the
+    run's files are removed. Only RUN_FILES are touched."""
+    out.mkdir(parents=True, exist_ok=True)
+    _remove(leftover_temporaries(out))  # of a write killed before its rename: never a whole file
+    found = [out / name for name in RUN_FILES if (out / name).exists()]
+    if not found:
+        return
+    if keep_previous and (out / "summary.json").exists():
+        prev = out.with_name(out.name + PREVIOUS)
+        prev.mkdir(exist_ok=True)
+        _remove([prev / name for name in RUN_FILES])
+        for f in found:
+            f.rename(prev / f.name)
+        LOG.info("%s: the previous run's files moved to %s (the new run writes into %s)", out, prev, out)
+        return
+    _remove(found)
+    LOG.info("%s: the previous run's files removed (%s) before the new run", out, ", ".join(f.name for f in found))
+
+
+def leftover_temporaries(out: Path) -> list[Path]:
+    """Temporary files (topologies.files.temporary_beside) of the run files in `out` whose writer
+    was killed before the rename."""
+    stems = {Path(name).stem for name in RUN_FILES}
+    return [p for p in out.glob(".*.tmp*") if p.name[1:].split(".", 1)[0] in stems and p.is_file()]
+
+
+def _remove(paths: list[Path]) -> None:
+    for p in paths:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def versions() -> dict[str, str]:
@@ -45,6 +103,12 @@ def versions() -> dict[str, str]:
     return out
 
 
+def new_run_id() -> str:
+    """An id for one run, written into its manifest.json and its summary.json: a summary whose
+    run_id differs from the manifest's beside it is another run's (testbed.compare refuses it)."""
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+
+
 def manifest(
     exp: ExperimentSpec,
     topo: TopologySpec,
@@ -54,8 +118,10 @@ def manifest(
     model_bytes: float,
     source: str,
 ) -> dict:
-    """manifest.json: the topology, the jobs, the timeline, the scale, sizes, seeds and versions."""
+    """manifest.json: the topology, the jobs, the timeline, the scale, sizes, seeds and versions;
+    `run_id`, which the run's summary.json repeats (a reader tells a summary of another run)."""
     return {
+        "run_id": new_run_id(),
         "experiment": source or exp.name,
         "topology_file": topo_source,
         "topology": topo.model_dump(),
@@ -75,11 +141,11 @@ def manifest(
 
 def write_lines(out: Path, jobs: list[JobRun], events: list[dict]) -> None:
     """iterations.csv (per worker and step) and events.jsonl (every process line, then the controller's)."""
-    with (out / "iterations.csv").open("w", newline="") as f:
+    with atomic_open(out / "iterations.csv", newline="") as f:
         w = csv.DictWriter(f, fieldnames=ITERATION_FIELDS)
         w.writeheader()
         w.writerows(r for jr in jobs for r in jr.iterations())
-    with (out / "events.jsonl").open("w") as f:
+    with atomic_open(out / "events.jsonl") as f:
         for jr in jobs:
             for p in jr.procs:
                 for r in p.lines:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runs.summary import write_summary
+from topologies.files import atomic_path
 from workloads.experiment import ExperimentSpec
 
 #: files of the run that every round's folder gets a copy of (tools read them beside summary.json)
@@ -111,5 +112,6 @@ def write_rounds(out: Path, summaries: dict[Path, dict]) -> None:
         d.mkdir(parents=True, exist_ok=True)
         for name in SHARED_FILES:
             if (out / name).exists():
-                shutil.copyfile(out / name, d / name)
-        write_summary(d / "summary.json", s)
+                with atomic_path(d / name) as tmp:
+                    shutil.copyfile(out / name, tmp)
+        write_summary(d / "summary.json", s)  # last, as in the run's own folder

@@ -134,7 +134,7 @@ def conclude(
     write_lines(out, jobs, events)
     if exp.timeline or exp.random_failures or len(jobs) > 1:
         summary["timeline"] = timeline_outputs(out, exp, jobs, injector)
-    written = write_summary(out / "summary.json", summary)
+    written = write_summary(out / "summary.json", summary)  # last: a summary.json means the run's files are all there
     if per_round:
         write_rounds(out, per_round)
     if interrupted:

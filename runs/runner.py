@@ -12,15 +12,17 @@ deadline ends the run with a message naming the host and its last log lines; wha
 so far is written and marked incomplete.
 
 Results go to results/<name>/: iterations.csv, events.jsonl, summary.json, manifest.json and,
-with a timeline or several jobs, timeline.csv, events.csv and timeline.png.
+with a timeline or several jobs, timeline.csv, events.csv and timeline.png. Each file is written
+under a temporary name and renamed into place (topologies.files), summary.json last; once the
+network is up and before the run writes anything, the previous run's files in the folder are
+moved to results/<name>.prev/ (`testbed run`) or removed (a sweep's repetition:
+runs.results.start_run_dir).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,13 +34,14 @@ from emulation.phases import write_links_csv
 from runs import rounds
 from runs.inject import Injector, plan_timeline
 from runs.predict import choose_width, placement_prediction, prediction
-from runs.results import manifest, run_summary, summarize
+from runs.results import manifest, run_summary, start_run_dir, summarize
 from runs.runloop import RunResult, conclude, resolve_jobs, run_loop
 from runs.stall import StallWatch
 from runs.steptime import step_split
 from tfjob import hosttime
 from tfjob.procs import JobRun, failover
 from topologies.build import build_network
+from topologies.files import write_json_atomic
 from topologies.schema import TopologySpec
 from workloads.budget import check_experiment
 from workloads.errors import RunError, Unrecoverable
@@ -59,7 +62,7 @@ def run_experiment(
     exp, topo, topo_path = load_experiment(path)
     if budget:
         check_experiment(exp, topo, path, topo_path)
-    return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path))
+    return run_job(exp, topo, str(topo_path), results / exp.name, progress, source=str(path), keep_previous=True)
 
 
 def run_job(
@@ -70,19 +73,26 @@ def run_job(
     progress: bool = True,
     source: str = "",
     more_rounds: Sequence[Path] = (),
+    keep_previous: bool = False,
+    provenance: dict | None = None,
 ) -> RunResult:
     """Build the network, run the job(s) with the timeline, write `out`, tear down. Raises
     RunError on failure (after writing what was measured, marked incomplete). A job that names
     a synchronisation scheme runs through the scheme engine instead (runs.engine_job).
     `more_rounds`: run 1 + len(more_rounds) rounds of the job's iterations in one job, `out`
-    holding round 1 and each of these folders the next (runs.rounds)."""
+    holding round 1 and each of these folders the next (runs.rounds). The previous run's files in
+    `out` (and in `more_rounds`) are moved to <out>.prev/ with `keep_previous`, else removed, once
+    the network is up (this run holds the emulator lock) and before anything is written
+    (runs.results.start_run_dir); a run that fails earlier leaves the folder as it was.
+    `provenance`: the tree the run ran on (a sweep's replays.provenance block), recorded in the
+    manifest and every summary so a resumed sweep can tell a point run on other code."""
     rnds = rounds.plan(exp.main.warmup, exp.main.iterations, 1 + len(more_rounds)) if more_rounds else []
     if rnds:
         exp = rounds.widen(exp, len(rnds))
     if exp.main.engine:
         from runs.engine_job import run_scheme_job
 
-        summary = run_scheme_job(exp, topo, topo_source, out, source)
+        summary = run_scheme_job(exp, topo, topo_source, out, source, keep_previous, provenance)
         return RunResult(exp.name, out, True, summary)
     net = build_network(topo, topo_source)
     where = source or exp.name
@@ -90,15 +100,19 @@ def run_job(
     planned = plan_timeline(net, exp.timeline, exp.random_failures, where)
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
     host = _host_times(plan, sizes, topo.scale * exp.compress, where)
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)  # a new job: nothing to restore from
     main = exp.main
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
-    (out / "manifest.json").write_text(json.dumps(record, indent=1))
+    if provenance:
+        record["provenance"] = provenance
     predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with Testbed(net) as tb:
+        # the emulator is this run's now (its lock): no other run of the name still writes here
+        start_run_dir(out, keep_previous)  # checkpoints too: a new job has nothing to restore from
+        for d in more_rounds:
+            start_run_dir(d)
+        write_json_atomic(out / "manifest.json", record)
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()
@@ -143,8 +157,10 @@ def run_job(
     # measured communication vs the rest of each step (the links are shared: the main job's view)
     summaries[main.name]["step_split"] = step_split(jobs[0].iterations(), main.warmup, monitor.windows)
     write_links_csv(out / "links.csv", monitor.windows)
-    summary = run_summary(summaries, main.name, exp.name)
+    summary = run_summary(summaries, main.name, exp.name, run_id=record["run_id"])
     summary["timings"] = timings  # bring-up and time queued behind another emulation (lock)
+    if provenance:
+        summary["provenance"] = provenance
     summary["ps_nic_bytes"] = {ps: {i: {"rx": rx, "tx": tx} for i, (rx, tx) in d.items()} for ps, d in nics.items()}
     per_round: dict[Path, dict] = {}
     rows = jobs[0].iterations()

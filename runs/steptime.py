@@ -26,7 +26,7 @@ from pathlib import Path
 
 from emulation.phases import PHASE_S, Window, busy_s, link_busy_s, read_links_csv
 from runs.stats import describe
-from runs.summary import RunSummary, read_summary, write_summary
+from runs.summary import RunSummary, read_summary, summary_of
 
 METHOD = (
     "communication = the links' busy time in each measured step (its slowest worker's interval): per "
@@ -65,9 +65,11 @@ def step_split(iterations: Sequence[dict], warmup: int, windows: Sequence[Window
     }
 
 
-def resplit(run_dir: Path) -> RunSummary | None:
+def resplit(run_dir: Path, summary: RunSummary | None = None) -> RunSummary | None:
     """Recompute a finished run's step split from its iterations.csv and links.csv with the current
-    code (no rerun), into its summary.json; None (nothing written) for a run without links.csv."""
+    code (no rerun): its summary (`summary`, else its summary.json) with the new split, returned and
+    never written back (`--report-only` redraws the report from it; summary.json stays what the run
+    measured); None for a run without links.csv."""
     links, summary_path = run_dir / "links.csv", run_dir / "summary.json"
     if not links.exists() or not summary_path.exists():
         return None
@@ -85,10 +87,10 @@ def resplit(run_dir: Path) -> RunSummary | None:
         }
         for r in rows
     ]
-    summary = read_summary(summary_path).as_dict()
+    summary = (summary if summary is not None else read_summary(summary_path)).as_dict()
     after, upto = int(job.get("warmup", 0)), None
     if "round" in summary:  # one round of a job that ran a point's repetitions (runs.rounds)
         after, upto = summary["round"]["steps"][0] - 1, summary["round"]["steps"][1]
     iterations = [r for r in iterations if upto is None or r["step"] <= upto]
     summary["step_split"] = step_split(iterations, after, read_links_csv(links))
-    return write_summary(summary_path, summary)
+    return summary_of(summary, str(summary_path))

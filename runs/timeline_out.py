@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runs.recovery import METRIC_KEYS, Step
+from topologies.files import atomic_open, atomic_path
 
 
 def _fmt(value: object, decimals: int = 4) -> object:
@@ -29,7 +30,7 @@ def write_csv(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps_path, events_path = out_dir / "timeline.csv", out_dir / "events.csv"
-    with steps_path.open("w", newline="") as f:
+    with atomic_open(steps_path, newline="") as f:
         w = csv.writer(f)
         w.writerow(["job", "attempt", "step", "t_start_s", "t_end_s", "bct_s"])
         for job, steps in steps_by_job.items():
@@ -39,7 +40,7 @@ def write_csv(
                 )
     keys = list(dict.fromkeys([*METRIC_KEYS, *(k for m in metrics for k in m)]))
     keys.remove("t")
-    with events_path.open("w", newline="") as f:
+    with atomic_open(events_path, newline="") as f:
         w = csv.writer(f)
         w.writerow(["t_s", *keys])
         for m in metrics:
@@ -93,7 +94,8 @@ def plot(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "timeline.png"
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return path
 

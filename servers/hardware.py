@@ -18,7 +18,6 @@ results/<name>/ (iterations.csv, events.jsonl, summary.json, manifest.json). Wha
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 from runs.inject import Injector, plan_timeline
 from runs.predict import choose_width, placement_prediction, prediction
-from runs.results import manifest, run_summary, summarize
+from runs.results import manifest, run_summary, start_run_dir, summarize
 from runs.runloop import RunResult, conclude, resolve_jobs, run_loop
 from runs.stall import StallWatch
 from schemes.registry import SCHEMES
@@ -34,6 +33,7 @@ from servers.cluster import HardwareCluster
 from servers.inventory import Placement, load_inventory, place
 from tfjob.procs import JobRun, failover
 from topologies.build import build_network
+from topologies.files import write_json_atomic
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.errors import RunError, Unrecoverable
@@ -114,11 +114,11 @@ def run_hardware(
     inv = load_inventory(inventory)
     placements = place(inv, net, needed_hosts(net, plan, exp), str(inventory))
     sizes = {j.name: choose_width(j, topo.scale * exp.compress) for j, _, _ in plan}
-    out.mkdir(parents=True, exist_ok=True)
+    start_run_dir(out, keep_previous=True)  # as `testbed run`: the previous run to <out>.prev/
     main = exp.main
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     record["hardware"] = {"inventory": str(inventory), "placements": _placements(placements)}
-    (out / "manifest.json").write_text(json.dumps(record, indent=1))
+    write_json_atomic(out / "manifest.json", record)
     predicted = {j.name: prediction(net, j, *sizes[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError
@@ -159,7 +159,7 @@ def run_hardware(
         s["predicted"] = predicted[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
         summaries[jr.spec.name] = s
-    summary = run_summary(summaries, main.name, exp.name, mode="hardware")
+    summary = run_summary(summaries, main.name, exp.name, mode="hardware", run_id=record["run_id"])
     summary["prediction_applies"] = applies(net)
     summary["hardware"] = {
         "inventory": str(inventory),

@@ -9,10 +9,12 @@ data-plane NIC, which also carries any worker sharing that server).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from runs.summary import RunSummary, Stats, read_summary
+from topologies.spec import InputError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,12 +27,51 @@ class Run:
 
 def load_run(ref: str) -> Run:
     """A results folder, or the name of one under results/; FileNotFoundError (one line) if neither,
-    runs.summary.SummaryError (one line naming file and field) if its summary.json is malformed."""
+    runs.summary.SummaryError (one line naming file and field) if its summary.json is malformed;
+    InputError (one line naming the file and the fix) if its run did not finish: a summary not
+    marked `complete: true`, or one whose run_id is not the manifest.json's beside it (a later run
+    into the folder was killed before its summary: the numbers are not that run's)."""
     for folder in (Path(ref), REPO / "results" / ref):
         f = folder / "summary.json"
         if f.is_file():
-            return Run(folder.name, read_summary(f))
+            return Run(folder.name, finished_summary(f))
+    for folder in (Path(ref), REPO / "results" / ref):
+        if (folder / "manifest.json").is_file():  # a run started there and was killed before its summary
+            prev = folder.with_name(folder.name + ".prev")
+            kept = f"; the run before it is in {prev}" if (prev / "summary.json").is_file() else ""
+            raise FileNotFoundError(
+                f"{folder / 'summary.json'}: missing beside manifest.json (the run did not finish{kept}); "
+                f"run it again: testbed run {_experiment(folder / 'manifest.json')}"
+            )
     raise FileNotFoundError(f"{ref}: no summary.json there nor in results/{ref}/; give a run's results folder")
+
+
+def _experiment(manifest: Path) -> str:
+    """The experiment file a run's manifest names ('EXP.yaml' where it cannot be read)."""
+    try:
+        return str(json.loads(manifest.read_text()).get("experiment") or "EXP.yaml")
+    except (OSError, ValueError, AttributeError):
+        return "EXP.yaml"
+
+
+def finished_summary(f: Path) -> RunSummary:
+    """The run summary in `f` if its run finished (see load_run), else InputError (or, for a
+    file that is no summary, runs.summary.SummaryError naming file and field)."""
+    again = "run it again (testbed run EXP.yaml) or compare another run"
+    try:
+        s = read_summary(f)
+    except OSError as err:
+        raise InputError(f"{f}: not readable ({err}); {again}") from None
+    if s.complete is not True:
+        why = s.error or "the run ended early"
+        raise InputError(f"{f}: complete is not true ({why}); {again}")
+    try:
+        run_id = json.loads(f.with_name("manifest.json").read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        run_id = None  # no manifest (a copied summary), or one written before run ids: nothing to match
+    if run_id and s.get("run_id") != run_id:
+        raise InputError(f"{f}: another run's than manifest.json beside it (a later run did not finish); {again}")
+    return s
 
 
 def mode(s: RunSummary) -> str:

@@ -5,6 +5,7 @@ The end-to-end replay runs real jobs (root)."""
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import time
@@ -15,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from replays import decomposition as decomp
-from replays import figure, sweep
+from replays import figure, provenance, sweep
 from replays.evidence import read_summary
 from replays.report import bars_paper_equivalent, collect, lines_paper_equivalent, overview, write_report
 from testbed import cli
@@ -40,10 +41,17 @@ def test_unknown_figure_is_one_line():
         figure.load_figure("fig99")
 
 
+@functools.cache
+def tree_now() -> dict:
+    """The provenance a run on this tree records (a resumed sweep keeps only runs on the same code)."""
+    return provenance.capture().model_dump()
+
+
 def fake_summary(
     bct: float, t_comm: float, faithful: bool = True, complete: bool = True, steps: int = 5, ci95: float = 0.1
 ) -> dict:
     return {
+        "provenance": tree_now(),
         "complete": complete,
         "error": "" if complete else "boom",
         "scale": 20.0,

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from topologies.files import write_json_atomic
+
 log = logging.getLogger(__name__)
 
 #: TF intra-op and inter-op threads while measuring (see the module docstring)
@@ -183,9 +185,7 @@ def read_cache(path: Path, what: str = "calibration") -> dict[str, Any]:
 def write_cache(path: Path, cache: dict[str, Any]) -> None:
     """Replace the cache file atomically: a concurrent reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, indent=2, sort_keys=True))
-    tmp.replace(path)
+    write_json_atomic(path, cache, indent=2, sort_keys=True)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from models.flow.simgrid import BASE_CONFIG, MESSAGE_LATENCY
+from topologies.files import write_text_atomic
 
 #: bounds of the fit: a bandwidth factor within [0.1, 1.2], a message latency within [0, 0.5] s
 BANDWIDTH_BOUNDS = (0.1, 1.2)
@@ -102,5 +103,5 @@ def write_factors(path: Path, f: Fit, record: dict, points: Sequence[Point]) -> 
     quality, every point). Returns what it wrote."""
     data = {**settings(f), "fit": asdict(f), **record, "points": [asdict(p) for p in points]}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
     return data
