@@ -336,12 +336,15 @@ def join_run_cgroup(path: Path) -> Path | None:
 
 
 def leave_cgroup(state: dict) -> None:
-    """Bring this process back from its run's cgroup to where it was before the run."""
-    cg = state.get("cgroup")
-    if cg and cgroup_of() == Path(cg):
-        home = Path(state.get("home_cgroup") or Path(cg).parent.parent)
-        if not (home.is_dir() and move_to_cgroup(os.getpid(), home)):
-            move_to_cgroup(os.getpid(), Path(cg).parent.parent)
+    """Bring the run's owner back from its cgroup to where it was before the run, if it still runs
+    (this process at the end of its run; a live run's owner under `testbed clean --all`, which
+    takes its network, not the process)."""
+    cg, pid = state.get("cgroup"), state.get("owner_pid") or os.getpid()
+    if not cg or not _same(pid, state.get("owner_started")) or cgroup_of(pid) != Path(cg):
+        return
+    home = Path(state.get("home_cgroup") or Path(cg).parent.parent)
+    if not (home.is_dir() and move_to_cgroup(pid, home)):
+        move_to_cgroup(pid, Path(cg).parent.parent)
 
 
 def _run_processes(run_id: str) -> list[int]:
