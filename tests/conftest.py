@@ -71,10 +71,13 @@ def no_leftovers():
         assert registry.own_bridges() == [], f"bridges left behind: {registry.own_bridges()}"
         ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
         assert ps == [], f"controller processes left behind: {ps}"
+        # a process with a run's id that is this test's, or an orphan (its owner killed); not one a
+        # live process of another session keeps (a fork server of an older checkout carries the id)
+        mine = {c.pid for c in psutil.Process().children(recursive=True)}
         runs = []
-        for p in psutil.process_iter(["pid", "name"]):
+        for p in psutil.process_iter(["pid", "ppid", "name"]):
             try:
-                if p.pid != os.getpid() and registry.RUN_ENV in p.environ():
+                if (p.pid in mine or p.info["ppid"] == 1) and registry.RUN_ENV in p.environ():
                     runs.append(f"{p.pid} {p.info['name']} (run {p.environ()[registry.RUN_ENV]})")
             except psutil.Error:
                 continue
