@@ -62,7 +62,8 @@ KINDS: dict[str, dict] = {
     },
     "tf": {
         "topology": "topologies/psnet-1tor.yaml",
-        "job": {"model": "tiny", "batch_size": 1, "iterations": 500, "warmup": 1, "deadline_s": 600},
+        # a tiny step takes ~50 ms: enough of them that no run ends before its kill
+        "job": {"model": "tiny", "batch_size": 1, "iterations": 20_000, "warmup": 1, "deadline_s": 900},
         "env": {"PSNET_FORKSERVER": "0"},
         "job_words": ("tfjob.psjob",),
         "span_s": 30.0,
@@ -213,7 +214,8 @@ def kill_once(kind: str, via: str, delay_s: float, after_job: bool = False) -> K
         rec.job_processes = len(jobs)
         rec.phase = "ended" if p.poll() is not None else "job" if jobs else "bring-up"
         if rec.phase == "ended":
-            LOG.warning("%s run ended before its kill: %s", kind, (work / f"owner-{kind}.log").read_text()[-500:])
+            tail = (work / f"owner-{kind}.log").read_text()[-500:]
+            LOG.warning("%s run ended (exit code %s) before its kill: %s", kind, p.returncode, tail or "no output")
         p.send_signal(signal.SIGKILL)
         p.wait()
         t0 = time.monotonic()
