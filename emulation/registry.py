@@ -161,10 +161,16 @@ def proc_start(pid: int) -> float | None:
         return None
 
 
-def _same(pid: int, started: float | None) -> bool:
-    """Whether `pid` is still the process that started at `started` (None: not recorded)."""
+def _same(pid: int, started: float | None, not_before: float | None = None) -> bool:
+    """Whether `pid` is still the process that started at `started`; where that was not recorded
+    (a folder of an older testbed), whether it started no earlier than `not_before` (the run's
+    owner): a process older than the run is never one of its own."""
     now = proc_start(pid)
-    return now is not None and (started is None or abs(now - started) < 1.0)
+    if now is None:
+        return False
+    if started is not None:
+        return abs(now - started) < 1.0
+    return not_before is not None and now >= not_before - 1.0
 
 
 def _kill(pid: int) -> bool:
@@ -316,7 +322,7 @@ def join_run_cgroup(path: Path) -> Path | None:
     it, so that every process the run starts, however it is started (controller, host shells,
     mnexec, mpirun and its orted daemons, iperf3, TF tasks), and whatever it forks, is in it: a
     clean-up then finds them all by the cgroup, not by their command lines. Records the cgroup
-    and where this process was, to come back to (close_run). None where no cgroup v2 is writable."""
+    and where this process was, to come back to (leave_cgroup). None where no cgroup v2 is writable."""
     base = cgroup_base()
     home = cgroup_of()
     if base is None or home is None:
@@ -384,7 +390,7 @@ def clean_run(d: Path, spare: Collection[str] = ()) -> list[str]:
         killed.update(_kill_cgroup(Path(state["cgroup"])))
     started = state.get("started", {})
     for pid in labels:
-        if pid not in killed and _same(pid, started.get(str(pid))) and _kill(pid):
+        if pid not in killed and _same(pid, started.get(str(pid)), state.get("owner_started")) and _kill(pid):
             killed.add(pid)
     for _ in range(3):  # a process forking while it is killed: look again until none is left
         more = [pid for pid in _run_processes(d.name) if pid not in killed and _kill(pid)]
