@@ -1,5 +1,5 @@
 """What every benchmark shares: its log lines, the emulator-lock wait, summary helpers, markdown
-tables, the record of what produced the numbers, and a SIGTERM that unwinds the testbed.
+tables, the record of what produced the numbers, and a SIGTERM or SIGHUP that unwinds the testbed.
 
 What produced the numbers: `meta(args)` at the start (commit, versions, machine, arguments, and
 the provenance block of replays.provenance, captured then); `finish(res)` at the end moves that
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-from emulation.net import unwind_on_sigterm
+from emulation.net import unwind_on_signals
 from replays import evidence, staleness
 from replays.provenance import Provenance, capture
 from topologies.files import write_text_atomic
@@ -52,13 +52,13 @@ def bench_parser(prog: str, doc: str | None, quick: str) -> argparse.ArgumentPar
 
 
 def begin(args: argparse.Namespace) -> Path:
-    """What every benchmark's main() does first: log lines on, SIGTERM unwinds a testbed in flight
+    """What every benchmark's main() does first: log lines on, SIGTERM/SIGHUP unwind a testbed in flight
     as Ctrl-C does (the default action would leave bridges and shells behind), the output folder
     made; returns it (absolute). TensorFlow's start-up chatter (a calibration imports it in this
     process) is kept out of the terminal, as `testbed` keeps it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     setup_logging(args.verbose)
-    unwind_on_sigterm()
+    unwind_on_signals()
     out_dir = Path(args.out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     return out_dir

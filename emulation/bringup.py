@@ -124,6 +124,9 @@ class RegisteredNet:
             root_intfs=sorted({ln.intf(end) for ln in self.model.links for end in (ln.a, ln.b)}),
         )
         os.environ[registry.RUN_ENV] = self.run_id  # inherited by the controller and every host shell
+        cgroup = registry.load(self.run_dir).get("cgroup")
+        if cgroup:  # for the processes that join it rather than being forked into it (the fork server's tasks)
+            os.environ[registry.CGROUP_ENV] = cgroup
 
     def _take_switch_names(self) -> None:
         """Clear what dead runs left (this process holds the emulator lock, so no other run is
@@ -150,7 +153,7 @@ class RegisteredNet:
         """Build `mn` (host shells, veths, switch objects) and record its shells and root interfaces."""
         self.mn = mn
         mn.build()
-        self.record(host_pids=[h.pid for h in mn.hosts] + [s.pid for s in mn.switches])
+        registry.track(self.run_dir, host_pids=[h.pid for h in mn.hosts] + [s.pid for s in mn.switches])
         return mn
 
     def start(self) -> None:
@@ -188,6 +191,7 @@ class RegisteredNet:
             registry.save(self.run_dir, owner_pid=0)
             registry.clean_run(self.run_dir)
         os.environ.pop(registry.RUN_ENV, None)
+        os.environ.pop(registry.CGROUP_ENV, None)
         if self._lock is not None:
             registry.release_emulator(self._lock)
             self._lock = None

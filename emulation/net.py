@@ -27,7 +27,7 @@ from mininet.net import Mininet
 
 from controller.channel_client import Channel, ChannelError
 from controller.routing import HostRoute, compute_paths, host_routes
-from emulation import datapath, doctor
+from emulation import datapath, doctor, registry
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.hostcmd import run_all
@@ -42,14 +42,33 @@ LOG = logging.getLogger(__name__)
 RX_NAPI = os.environ.get("PSNET_RX_NAPI", "1") != "0"
 
 
-def unwind_on_sigterm() -> None:
-    """Make SIGTERM raise KeyboardInterrupt in this process, so a `with Testbed` in flight unwinds
-    and tears everything down (the default SIGTERM action would leave bridges and shells behind)."""
+#: the signal that interrupted this process ("SIGTERM", "SIGHUP"; "" for none or Ctrl-C)
+INTERRUPTED_BY = ""
+#: what the signals that unwind mean, for the line that says so
+UNWIND_SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP: its terminal or SSH session closed"}
 
-    def _raise(_sig: int, _frame: object) -> None:
+
+def unwind_on_signals() -> None:
+    """Make SIGTERM and SIGHUP raise KeyboardInterrupt in this process, so a `with Testbed` in
+    flight unwinds and tears everything down: their default action would end the process at once
+    and leave bridges and shells behind. SIGHUP is how a run dies when the SSH session of a VM
+    closes. Only the first one raises: a closed session sends SIGHUP twice (the kernel and the
+    shell), and a second KeyboardInterrupt would cut the teardown short."""
+
+    def _raise(sig: int, _frame: object) -> None:
+        global INTERRUPTED_BY
+        if INTERRUPTED_BY:
+            return
+        INTERRUPTED_BY = UNWIND_SIGNALS[signal.Signals(sig)]
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, _raise)
+    for sig in UNWIND_SIGNALS:
+        signal.signal(sig, _raise)
+
+
+def interrupt_reason() -> str:
+    """Why this process was interrupted: "by SIGHUP: its terminal ..." or "by the user" (Ctrl-C)."""
+    return f"by {INTERRUPTED_BY}" if INTERRUPTED_BY else "by the user"
 
 
 def free_port() -> int:
@@ -154,7 +173,7 @@ class Testbed:
         self.controller = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, env=clean_env(), cwd=Path(__file__).resolve().parent.parent
         )
-        self.run.record(controller_pid=self.controller.pid)
+        registry.track(self.run_dir, controller_pid=self.controller.pid)
         try:
             self.channel = Channel(self.channel_port).connect(wait_s=20)
         except ChannelError as err:

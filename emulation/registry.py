@@ -4,11 +4,18 @@ Each live run keeps a folder `/run/psnet-testbed/<run id>/` (tmpfs: gone at rebo
 system temp directory that `mn -c` sweeps) with `state.json`; bridges also carry
 `external-ids:psnet-testbed=<run id>`. `testbed clean` removes exactly these and nothing else.
 
-A run records its bridges and interfaces before it builds anything, and every process it starts
-(controller, host shells, what runs in them) inherits RUN_ENV=<run id>, so a run killed in the
-middle of its bring-up (SIGKILL: no teardown at all) can still be cleaned completely. A run is
-dead when its owner process is gone (its PID and start time are recorded: a reused PID does not
-keep a dead run alive); the next run, holding the emulator lock, removes what dead runs left.
+A run records its bridges and interfaces before it builds anything. Its processes are found by
+what they inherit, never by their command lines: where a cgroup v2 hierarchy is writable (root;
+/sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid system) the owner moves itself into a
+cgroup of the run's own, `<cgroup2>/psnet-testbed/<run id>`, before it starts anything, so every
+process the run starts and everything that forks (controller, host shells, mnexec, mpirun and
+its orted daemons, iperf3, TF tasks, whatever session or process group they make) is in it, and
+clean-up kills the cgroup; the owner moves back at the end. Every process also inherits
+RUN_ENV=<run id> in its environment, which finds them where there is no cgroup, and the PIDs the
+run records are kept with their start times (a reused PID is never killed). So a run killed at
+any point (SIGKILL: no teardown at all) can still be cleaned completely. A run is dead when its
+owner process is gone (PID and start time again); the next run, holding the emulator lock,
+removes what dead runs left, as `testbed clean` does.
 """
 
 from __future__ import annotations
@@ -33,8 +40,6 @@ RUN_ROOT = Path(os.environ.get("PSNET_RUN_ROOT", "/run/psnet-testbed"))
 TAG = "psnet-testbed"
 #: environment variable naming the run, inherited by every process the run starts
 RUN_ENV = "PSNET_RUN_ID"
-#: command-line marks of the processes a run starts (a PID is killed only if its command has one)
-CONTROLLER_MARK, SHELL_MARK = "controller.launch", "mininet:"
 
 
 class Busy(RuntimeError):
@@ -93,7 +98,19 @@ def new_run() -> tuple[str, Path]:
     path = RUN_ROOT / run_id
     path.mkdir(parents=True, exist_ok=True)
     save(path, owner_pid=os.getpid(), owner_started=psutil.Process().create_time())
+    _open_runs[run_id] = path
+    join_run_cgroup(path)
     return run_id, path
+
+
+def track(path: Path, **pids: int | list[int]) -> None:
+    """Record PIDs the run started (controller_pid=..., host_pids=[...]) with their start times, so
+    that a clean-up kills them and never a process that got one of their PIDs since."""
+    started = dict(_state(path).get("started", {}))
+    for value in pids.values():
+        for pid in value if isinstance(value, list) else [value]:
+            started[str(pid)] = proc_start(pid)
+    save(path, **pids, started=started)
 
 
 def save(path: Path, **state: object) -> None:
@@ -135,18 +152,38 @@ def tagged_bridges() -> dict[str, str]:
     return found
 
 
-def _kill(pid: int, must_contain: str = "") -> bool:
-    """Kill a process we started (checked by its command line, so a reused PID is spared)."""
+def proc_start(pid: int) -> float | None:
+    """A process's start time (seconds since the epoch), None if it is gone: with its PID it names
+    one process, so a PID the kernel gave to another process since is never killed."""
     try:
-        p = psutil.Process(pid)
-        if must_contain and must_contain not in " ".join(p.cmdline()):
-            return False
-        for child in p.children(recursive=True):
-            child.kill()
-        p.send_signal(signal.SIGKILL)
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _same(pid: int, started: float | None, not_before: float | None = None) -> bool:
+    """Whether `pid` is still the process that started at `started`; where that was not recorded
+    (a folder of an older testbed), whether it started no earlier than `not_before` (the run's
+    owner): a process older than the run is never one of its own."""
+    now = proc_start(pid)
+    if now is None:
+        return False
+    if started is not None:
+        return abs(now - started) < 1.0
+    return not_before is not None and now >= not_before - 1.0
+
+
+def _kill(pid: int) -> bool:
+    try:
+        psutil.Process(pid).send_signal(signal.SIGKILL)
         return True
     except psutil.Error:
         return False
+
+
+def load(d: Path) -> dict:
+    """A run folder's state.json ({} if it is missing or cut short)."""
+    return _state(d)
 
 
 def _state(d: Path) -> dict:
@@ -169,33 +206,198 @@ def _alive(state: dict) -> bool:
     return state.get("owner_started") is None or abs(started - state["owner_started"]) < 1.0
 
 
-def _run_processes(run_id: str) -> list[int]:
-    """Controller and host shells started by run `run_id` (by RUN_ENV), whatever state.json says:
-    a run killed mid-build never recorded the PIDs of the shells it had started."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
+# --------------------------------------------------------------------------- cgroups
+#: a writable cgroup v2 hierarchy holds one cgroup per run under this folder
+CGROUP_DIR = "psnet-testbed"
+#: environment variable naming the run's cgroup, for processes that are not forked by the run but
+#: join it (the fork server's tasks: tfjob.forkserver); unset where the run has none
+CGROUP_ENV = "PSNET_RUN_CGROUP"
+
+
+def _cgroup2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup on a unified system (Debian 12),
+    /sys/fs/cgroup/unified on a hybrid one; None without one."""
+    mounts = []
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 2 and fields[2] == "cgroup2":
+                mounts.append(Path(fields[1]))
+    except OSError:
+        return None
+    mounts.sort(key=lambda m: m != Path("/sys/fs/cgroup"))
+    return mounts[0] if mounts else None
+
+
+def cgroup_base() -> Path | None:
+    """The folder of the runs' cgroups, made if missing; None where no cgroup v2 hierarchy is
+    writable here (not root, a read-only container mount): runs are then tracked by the run id in
+    their processes' environment alone."""
+    mount = _cgroup2_mount()
+    if mount is None:
+        return None
+    base = mount / CGROUP_DIR
+    try:
+        base.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return base if os.access(base / "cgroup.procs", os.W_OK) else None
+
+
+def cgroup_of(pid: int | str = "self") -> Path | None:
+    """The cgroup v2 folder of a process (None if it is gone or there is no v2 hierarchy)."""
+    mount = _cgroup2_mount()
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("0::") and mount is not None:
+            return mount / line[3:].lstrip("/")
+    return None
+
+
+def move_to_cgroup(pid: int, cg: Path) -> bool:
+    """Move process `pid` (all its threads) into cgroup `cg`; False if that failed."""
+    try:
+        (cg / "cgroup.procs").write_text(str(pid))
+        return True
+    except OSError as err:
+        LOG.debug("could not move pid %d to %s: %s", pid, cg, err)
+        return False
+
+
+def cgroup_pids(cg: Path) -> list[int]:
+    """The processes in cgroup `cg` (none if it is gone)."""
+    try:
+        return sorted(int(x) for x in (cg / "cgroup.procs").read_text().split())
+    except (OSError, ValueError):
+        return []
+
+
+def leave_run_cgroup(pid: int) -> None:
+    """Move `pid` out of this process's run cgroup, to where this process was before the run: for
+    a helper a run starts that outlives it by design (the TF fork server, tfjob.forkserver)."""
+    for d in _open_runs.values():
+        home = _state(d).get("home_cgroup")
+        if home and Path(home).is_dir():
+            move_to_cgroup(pid, Path(home))
+            return
+
+
+def _kill_cgroup(cg: Path, wait_s: float = 5.0) -> list[int]:
+    """SIGKILL every process in cgroup `cg` (cgroup.kill where the kernel has it: forks racing
+    the kill are caught too), wait until it is empty and remove it; returns the PIDs killed."""
+    pids = cgroup_pids(cg)
+    deadline = time.monotonic() + wait_s
+    while cg.is_dir():
+        left = cgroup_pids(cg)
+        if left:
+            if (cg / "cgroup.kill").exists():
+                try:
+                    (cg / "cgroup.kill").write_text("1")
+                except OSError:
+                    pass
+            for pid in left:
+                _kill(pid)
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if (CONTROLLER_MARK in cmd or SHELL_MARK in cmd) and p.environ().get(RUN_ENV) == run_id:
+            cg.rmdir()
+        except FileNotFoundError:
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                LOG.warning("cgroup %s still holds %s after SIGKILL; left in place", cg, cgroup_pids(cg))
+                break
+            time.sleep(0.02)
+    return pids
+
+
+# --------------------------------------------------------------------------- clean-up
+#: run folders this process opened and has not closed: run id -> folder
+_open_runs: dict[str, Path] = {}
+
+
+def join_run_cgroup(path: Path) -> Path | None:
+    """Give the run of folder `path` a cgroup of its own and move this process (its owner) into
+    it, so that every process the run starts, however it is started (controller, host shells,
+    mnexec, mpirun and its orted daemons, iperf3, TF tasks), and whatever it forks, is in it: a
+    clean-up then finds them all by the cgroup, not by their command lines. Records the cgroup
+    and where this process was, to come back to (leave_cgroup). None where no cgroup v2 is writable."""
+    base = cgroup_base()
+    home = cgroup_of()
+    if base is None or home is None:
+        return None
+    cg = base / path.name
+    try:
+        cg.mkdir(exist_ok=True)
+    except OSError as err:
+        LOG.debug("no cgroup for run %s: %s", path.name, err)
+        return None
+    save(path, cgroup=str(cg), home_cgroup=str(home))
+    if not move_to_cgroup(os.getpid(), cg):
+        save(path, cgroup="")
+        cg.rmdir()
+        return None
+    return cg
+
+
+def leave_cgroup(state: dict) -> None:
+    """Bring the run's owner back from its cgroup to where it was before the run, if it still runs
+    (this process at the end of its run; a live run's owner under `testbed clean --all`, which
+    takes its network, not the process)."""
+    cg, pid = state.get("cgroup"), state.get("owner_pid") or os.getpid()
+    if not cg or not _same(pid, state.get("owner_started")) or cgroup_of(pid) != Path(cg):
+        return
+    home = Path(state.get("home_cgroup") or Path(cg).parent.parent)
+    if not (home.is_dir() and move_to_cgroup(pid, home)):
+        move_to_cgroup(pid, Path(cg).parent.parent)
+
+
+def _run_processes(run_id: str) -> list[int]:
+    """Every process that carries run `run_id` in its environment (RUN_ENV, inherited by what the
+    run starts), whatever state.json says: a run killed mid-build never recorded the PIDs of the
+    shells it had started, and where there is no cgroup this is what finds the rest."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        if p.info["pid"] == os.getpid():
+            continue
+        try:
+            if p.environ().get(RUN_ENV) == run_id:
                 found.append(p.info["pid"])
         except psutil.Error:
             continue
     return sorted(found)
 
 
+def _labels(state: dict) -> dict[int, str]:
+    """What each recorded PID of a run was (controller process, host shell), for the summary."""
+    labels = {pid: "host shell" for pid in state.get("host_pids", [])}
+    if state.get("controller_pid"):
+        labels[state["controller_pid"]] = "controller process"
+    return labels
+
+
 def clean_run(d: Path, spare: Collection[str] = ()) -> list[str]:
-    """Remove what one run folder records: its processes, bridges (except `spare`: those of live
-    runs) and root interfaces, then the folder."""
+    """Remove what one run folder records: every process of the run (its cgroup; the recorded
+    PIDs with their start times; whatever carries its id in its environment), its bridges (except
+    `spare`: those of live runs) and root interfaces, then the folder and the cgroup."""
     removed: list[str] = []
     state = _state(d)
-    if state.get("controller_pid") and _kill(state["controller_pid"], CONTROLLER_MARK):
-        removed.append(f"controller process {state['controller_pid']}")
-    for pid in state.get("host_pids", []):
-        if _kill(pid, SHELL_MARK):
-            removed.append(f"host shell {pid}")
-    for pid in _run_processes(d.name):
-        if _kill(pid):
-            removed.append(f"process {pid}")
+    leave_cgroup(state)
+    labels = _labels(state)
+    killed: set[int] = set()
+    if state.get("cgroup"):
+        killed.update(_kill_cgroup(Path(state["cgroup"])))
+    started = state.get("started", {})
+    for pid in labels:
+        if pid not in killed and _same(pid, started.get(str(pid)), state.get("owner_started")) and _kill(pid):
+            killed.add(pid)
+    for _ in range(3):  # a process forking while it is killed: look again until none is left
+        more = [pid for pid in _run_processes(d.name) if pid not in killed and _kill(pid)]
+        killed.update(more)
+        if not more:
+            break
+    removed += [f"{labels.get(pid, 'process')} {pid}" for pid in sorted(killed, key=lambda p: (p not in labels, p))]
     for br in delete_bridges(set(state.get("bridges", [])) - set(spare)):
         removed.append(f"bridge {br}")
     for intf in state.get("root_intfs", []):
@@ -205,6 +407,9 @@ def clean_run(d: Path, spare: Collection[str] = ()) -> list[str]:
     for sub in sorted(d.glob("*")):
         sub.unlink()
     d.rmdir()
+    _open_runs.pop(d.name, None)
+    if state.get("cgroup"):
+        removed.append(f"cgroup {d.name}")
     return removed
 
 
@@ -227,7 +432,22 @@ def clean(include_live: bool = False) -> list[str]:
         if run not in live:
             _ovs("--if-exists", "del-br", br)
             removed.append(f"bridge {br}")
+    base = cgroup_base()
+    for cg in sorted(base.iterdir()) if base is not None else []:
+        # a run's cgroup outlives its folder only if a clean-up was cut short: no live run has it
+        if cg.is_dir() and cg.name not in live and not (RUN_ROOT / cg.name).exists():
+            removed += [f"process {pid}" for pid in _kill_cgroup(cg)] + [f"cgroup {cg.name}"]
     return removed
+
+
+def own_bridges() -> list[str]:
+    """The OVS bridges of this testbed: tagged with a run id, or recorded by a run folder (a run
+    killed before it tagged them); a bridge this machine has for anything else is not counted."""
+    recorded: set[str] = set()
+    for d in sorted(RUN_ROOT.iterdir()) if RUN_ROOT.exists() else []:
+        if d.is_dir():
+            recorded.update(_state(d).get("bridges", []))
+    return sorted(set(tagged_bridges()) | (set(existing_bridges()) & recorded))
 
 
 def summary(removed: list[str], names_shown: int = 5) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from emulation.fidelity import Monitor
 from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
-from emulation.net import Testbed
+from emulation.net import Testbed, interrupt_reason
 from emulation.phases import write_links_csv
 from runs import rounds
 from runs.inject import Injector, plan_timeline
@@ -131,8 +131,8 @@ def run_job(
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError
-        except KeyboardInterrupt:  # Ctrl-C / SIGTERM: stop cleanly, keep what was measured
-            error, interrupted = "interrupted by the user", True
+        except KeyboardInterrupt:  # Ctrl-C / SIGTERM / SIGHUP: stop cleanly, keep what was measured
+            error, interrupted = f"interrupted {interrupt_reason()}", True
         finally:
             verdict = monitor.stop(jobs[0].first_measured_s(), loopback_only=all(j.colocate_ps for j, _, _ in plan))
             busiest = flows.stop(since=jobs[0].first_measured_s())

@@ -62,7 +62,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_USAGE}    usage or input: a mistyped command, a bad file (one line names file, field and fix)
   {EXIT_NOT_FAITHFUL}    with --strict only: it ran, but a run was not faithful (the emulator could not hold
        its rates) or a paper's claim did not hold
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM); whatever was built was torn down"""
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C, SIGTERM, SIGHUP); whatever was built was torn down"""
 PATHS = """paths: a FILE argument is read from the current directory or, when it is not there, from
 this checkout, so topologies/psnet-testbed.yaml works from anywhere. What the testbed writes
 (runs, replays, matrices, drawings) goes to the checkout's results/ unless you name the path
@@ -474,11 +474,13 @@ def interrupted_line() -> str:
     tasks on real servers); an interrupt while reading files or computing a model built nothing."""
     registry = sys.modules.get("emulation.registry")
     cluster = sys.modules.get("servers.cluster")
+    net = sys.modules.get("emulation.net")
+    by = f" by {net.INTERRUPTED_BY}" if net is not None and net.INTERRUPTED_BY else ""  # a signal, not Ctrl-C
     if registry is not None and getattr(registry, "RUNS_OPENED", 0):
-        return "testbed: interrupted; everything was torn down"
+        return f"testbed: interrupted{by}; everything was torn down"
     if cluster is not None and getattr(cluster.HardwareCluster, "tasks_started", 0):
-        return "testbed: interrupted; every task started on the servers was stopped"
-    return "testbed: interrupted (nothing had been built)"
+        return f"testbed: interrupted{by}; every task started on the servers was stopped"
+    return f"testbed: interrupted{by} (nothing had been built)"
 
 
 def speedup_table(out: Path) -> str:
@@ -788,9 +790,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    from emulation.net import unwind_on_sigterm
+    from emulation.net import unwind_on_signals
 
-    unwind_on_sigterm()  # so `with Testbed` unwinds and tears down on SIGTERM too
+    unwind_on_signals()  # so `with Testbed` unwinds and tears down on SIGTERM and SIGHUP too
     try:
         with logging_redirect_tqdm():  # log lines print above a progress bar, not through it
             return args.func(args)
@@ -803,7 +805,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"testbed: {err}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print(interrupted_line(), file=sys.stderr)
+        try:
+            print(interrupted_line(), file=sys.stderr)
+        except OSError:  # SIGHUP: the terminal is gone (EIO); the teardown is done all the same
+            pass
         return EXIT_INTERRUPTED
     except Exception as err:  # TestbedError and friends: one line, details with -v
         if args.verbose:

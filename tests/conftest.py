@@ -2,7 +2,7 @@
 cannot emulate; under CI (CI=true) a missing dependency is a failure, never a skip.
 
 Shared fixtures (pytest finds them by name; never import this module): `bridges` and
-`no_leftovers`."""
+`no_leftovers`, both counting only this testbed's bridges (emulation.registry.own_bridges)."""
 
 from __future__ import annotations
 
@@ -43,31 +43,44 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def _list_bridges() -> list[str]:
-    out = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True, check=False)
-    return out.stdout.split()
-
-
 @pytest.fixture
 def bridges() -> Callable[[], list[str]]:
-    """A function listing every OVS bridge at the moment it is called (call it as often as needed)."""
-    return _list_bridges
+    """A function listing this testbed's OVS bridges at the moment it is called (call it as often
+    as needed): tagged with a run id or recorded by a run folder. A bridge the machine has for
+    anything else is not the tests' business."""
+    from emulation import registry
+
+    return registry.own_bridges
 
 
 @pytest.fixture
 def no_leftovers():
-    """Asserts that a test left no OVS bridge and no controller process behind.
+    """Asserts that a test left no OVS bridge of this testbed, no controller process and no
+    process of a run behind (bridges of the machine's own, not made by a run, do not count).
 
     Checked while holding the emulator lock (queueing like a run, PSNET_LOCK_WAIT_S): no run is
     up then, so whatever is there is left over, and a run of another process that took the lock
     as soon as this test let it go is not mistaken for a leftover of this one."""
+    import psutil
+
     from emulation import registry
 
     yield
     lock = registry.acquire_emulator(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
     try:
-        assert _list_bridges() == [], f"bridges left behind: {_list_bridges()}"
+        assert registry.own_bridges() == [], f"bridges left behind: {registry.own_bridges()}"
         ps = subprocess.run(["pgrep", "-f", "controller.launch"], capture_output=True, text=True).stdout.split()
         assert ps == [], f"controller processes left behind: {ps}"
+        # a process with a run's id that is this test's, or an orphan (its owner killed); not one a
+        # live process of another session keeps (a fork server of an older checkout carries the id)
+        mine = {c.pid for c in psutil.Process().children(recursive=True)}
+        runs = []
+        for p in psutil.process_iter(["pid", "ppid", "name"]):
+            try:
+                if (p.pid in mine or p.info["ppid"] == 1) and registry.RUN_ENV in p.environ():
+                    runs.append(f"{p.pid} {p.info['name']} (run {p.environ()[registry.RUN_ENV]})")
+            except psutil.Error:
+                continue
+        assert runs == [], f"processes of a run left behind: {runs}"
     finally:
         registry.release_emulator(lock)

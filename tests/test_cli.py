@@ -120,7 +120,38 @@ def test_sigterm_tears_down(no_leftovers, bridges):
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert err.endswith("testbed: interrupted; everything was torn down\n"), err
+    assert err.endswith("testbed: interrupted by SIGTERM; everything was torn down\n"), err
+
+
+@pytest.mark.root
+def test_sighup_tears_down_like_sigterm(no_leftovers, bridges):
+    """A closed SSH session (the common end of a run on a VM) sends SIGHUP, from the kernel and
+    again from the login shell: the first unwinds and tears down, the second does not cut the
+    teardown short, and the last line says what happened."""
+    from emulation import registry
+
+    p = subprocess.Popen(
+        [*TESTBED, "topo", "up", "topologies/leafspine-2rack.yaml"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + float(os.environ.get("PSNET_LOCK_WAIT_S", "0")) + 60
+    line = ""
+    while "up; press Ctrl-C" not in line and time.monotonic() < deadline and p.poll() is None:
+        line = p.stdout.readline()
+    assert any(f"(pid {p.pid}," in registry.bridge_owner(b) for b in bridges()), line
+    p.send_signal(signal.SIGHUP)
+    time.sleep(0.3)  # inside the teardown by now
+    p.send_signal(signal.SIGHUP)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert err.endswith(
+        "testbed: interrupted by SIGHUP: its terminal or SSH session closed; everything was torn down\n"
+    ), err
+    assert bridges() == []
 
 
 @pytest.mark.root

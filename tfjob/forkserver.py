@@ -134,12 +134,18 @@ class ForkServer:
     def __init__(self, builds_graphs: bool) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.owner = os.getpid()
+        from emulation import registry
+
         try:
             env = bindshim.with_preload(dict(os.environ))  # every task it forks binds its own address only
         except bindshim.BindShimError as err:
             ours.close()
             theirs.close()
             raise ForkServerError(str(err)) from None
+        # the server outlives the run it was started in (it serves the next runs of this process):
+        # not of that run, so no run's clean-up takes it; its tasks join their own run's cgroup
+        for key in (registry.RUN_ENV, registry.CGROUP_ENV):
+            env.pop(key, None)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid())]
             + ["graphs" if builds_graphs else "plain"],
@@ -150,6 +156,7 @@ class ForkServer:
             stderr=subprocess.DEVNULL,  # TensorFlow's import banner; the server's errors come on the socket
         )
         theirs.close()
+        registry.leave_run_cgroup(self.proc.pid)  # before its first fork: it has no task yet
         self.sock = ours
         self._starting = threading.Lock()
         self._replies: list[dict] = []
@@ -350,6 +357,7 @@ def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, st
     setproctitle.setproctitle(" ".join([sys.executable, "-m", PSJOB, *args]))
     os.environ.clear()
     os.environ.update(env)
+    _join_cgroup(env.get("PSNET_RUN_CGROUP", ""))
     os.chdir(cwd)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (the process's own)
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)  # noqa: SIM115
@@ -360,6 +368,18 @@ def _run_task(libc: ctypes.CDLL, ns_pid: int, args: list[str], env: dict[str, st
         psjob.TEMPLATE = template
     sys.argv = [psjob.__file__, *args]
     psjob.main(args)
+
+
+def _join_cgroup(cgroup: str) -> None:
+    """Join the cgroup of the run that started this task (emulation.registry.CGROUP_ENV), as a
+    process the run forked would be in it: the run's clean-up then finds the task by it. The
+    server itself is in none (it outlives runs)."""
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass  # the run's end kills its tasks anyway, and they die with the server
 
 
 def _enter(libc: ctypes.CDLL, ns_pid: int, kind: str, flag: int) -> None:
