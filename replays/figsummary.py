@@ -51,10 +51,16 @@ def measured_of(result: ClaimResult) -> tuple[float | None, str]:
 
 
 def headline(
-    figure: str, result: ClaimResult, model: str = "", n: int | None = None, decomposition: Any = None
+    figure: str,
+    result: ClaimResult,
+    model: str = "",
+    n: int | None = None,
+    decomposition: Any = None,
+    ci95: float | None = None,
 ) -> Headline:
     """One claim result as the page's card. `model`: which model a model figure's result is on;
-    `decomposition`: the parts of the BCTs it compares, where the figure splits them."""
+    `decomposition`: the parts of the BCTs it compares, where the figure splits them; `ci95`: the
+    half-width of the measured number's 95% CI, where the figure has one (a speed-up's)."""
     measured, unit = measured_of(result)
     paper = result.values.get("paper")
     parts = [figure, _slug(result.group), result.type, *(["paper"] if result.compares_paper else [])]
@@ -68,6 +74,7 @@ def headline(
         paper_value=paper,
         paper_text=f"{paper:g}x" if paper is not None and result.type == "faster_than" else None,
         measured=measured,
+        ci95=ci95 if measured is not None else None,
         n=n if measured is not None else None,
         unit=unit,
         verdict=result.verdict,

@@ -296,6 +296,23 @@ def headlines(rep: FigureReport) -> dict[str, dict]:
     return out
 
 
+def ratio_ci95(
+    ratio: float, fast: PointResult | None, slow: PointResult | None, paper_eq: bool = False
+) -> float | None:
+    """Half-width of the speed-up's 95% CI from its two points' own (first order: the relative
+    half-widths add in quadrature), of their BCTs as run or in paper-equivalent seconds (the
+    unit the claim took); None where a point has no CI."""
+    if not fast or not slow:
+        return None
+    if paper_eq:
+        (mf, cf), (ms, cs) = (fast.bct_paper_s, fast.ci95_paper_s), (slow.bct_paper_s, slow.ci95_paper_s)
+    else:
+        (mf, cf), (ms, cs) = (fast.bct_mean_s, fast.ci95_s), (slow.bct_mean_s, slow.ci95_s)
+    if not (mf and cf and ms and cs):
+        return None
+    return ratio * math.hypot(cf / mf, cs / ms)
+
+
 # --- outputs --------------------------------------------------------------------------------------
 CSV_FIELDS = {
     "point": "id",
@@ -604,9 +621,16 @@ def write_summary(fig: Figure, out: Path, rep: FigureReport, files: outputs.Repo
     """The figure-level summary.json (replays.figsummary): a card per claim result, a speed-up's
     with the decomposition of the BCTs it compares."""
     cards = []
+    points = {p.id: p for p in rep.points}
     for c in rep.claims:
         parts = [d.model_dump() for d in rep.decomposition if d.id in c.points] if c.type == "faster_than" else []
-        cards.append(figsummary.headline(fig.figure, c, n=rep.repetitions, decomposition=parts or None))
+        ci = None
+        ratio = c.values.get("ratio")
+        if c.type == "faster_than" and ratio and len(c.points) == 2 and not c.verdict.startswith("not judged"):
+            fast, slow = (points.get(i) for i in c.points)  # the speed-up's CI, as testbed replay prints it
+            ci = ratio_ci95(ratio, fast, slow, c.unit == PAPER_EQ)
+        card = figsummary.headline(fig.figure, c, n=rep.repetitions, decomposition=parts or None, ci95=ci)
+        cards.append(card)
     return figsummary.write_figure_summary(
         out,
         figure=fig.figure,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -45,7 +44,7 @@ from workloads.experiment import PAPER_MODEL_BYTES
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    from replays.report import PointResult
+    pass
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
@@ -487,7 +486,7 @@ def speedup_table(out: Path) -> str:
     """The README's headline: the speed-ups a figure's `faster_than` claims compare with the paper
     (Fig. 13: PSNet vs FatTree r=1), read from its report.json; "" when it has none."""
     from replays.claims import PAPER_EQ
-    from replays.report import headlines, load_report
+    from replays.report import headlines, load_report, ratio_ci95
 
     rep = load_report(out)
     heads = headlines(rep) if rep else {}
@@ -510,23 +509,6 @@ def speedup_table(out: Path) -> str:
         )
     fast, slow = next(iter(heads.values()))["series"]
     return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
-
-
-def ratio_ci95(
-    ratio: float, fast: PointResult | None, slow: PointResult | None, paper_eq: bool = False
-) -> float | None:
-    """Half-width of the speed-up's 95% CI from its two points' own (first order: the relative
-    half-widths add in quadrature), of their BCTs as run or in paper-equivalent seconds (the
-    unit the claim took); None where a point has no CI."""
-    if not fast or not slow:
-        return None
-    if paper_eq:
-        (mf, cf), (ms, cs) = (fast.bct_paper_s, fast.ci95_paper_s), (slow.bct_paper_s, slow.ci95_paper_s)
-    else:
-        (mf, cf), (ms, cs) = (fast.bct_mean_s, fast.ci95_s), (slow.bct_mean_s, slow.ci95_s)
-    if not (mf and cf and ms and cs):
-        return None
-    return ratio * math.hypot(cf / mf, cs / ms)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -190,7 +190,14 @@ def test_a_claim_on_an_unfaithful_point_is_not_judged(tmp_path):
         pytest.approx(2.6),
         "1.92x",
     )
+    # the card carries the speed-up's 95% CI, as `testbed replay` prints it: the two points' relative
+    # half-widths (paper-equivalent seconds, the claim's unit) in quadrature
+    pts = {p["id"]: p for p in json.loads((out / "report.json").read_text())["points"]}
+    fast, slow = pts["psnet-resnet50"], pts["fattree-r1-resnet50"]
+    rel = math.hypot(fast["ci95_paper_s"] / fast["bct_paper_s"], slow["ci95_paper_s"] / slow["bct_paper_s"])
+    assert speedup.ci95 == pytest.approx(speedup.measured * rel) and speedup.ci95 > 0
     assert cards["ResNet50: FatTree slower as r grows"].verdict_kind == "not judged"
+    assert cards["ResNet50: FatTree slower as r grows"].ci95 is None
     assert {p.id: p.faithful for p in s.points}["fattree-r2-resnet50"] is False
 
 
