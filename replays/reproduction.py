@@ -126,11 +126,14 @@ def measured_text(h: Headline) -> str:
     """Ours: the value, its 95% CI and the repetitions behind it."""
     if h.measured is None:  # a claim on an order or a bound: no one number, its detail says what was measured
         return h.detail or NOT_MEASURED
+    value, ci = fmt_number(h.measured), ""
+    if h.ci95 is not None:  # the value to the CI's decimals, as testbed replay prints it: 2.60x ± 0.02
+        places = 2 if h.ci95 >= 0.005 or h.ci95 == 0 else 3
+        value, ci = f"{h.measured:.{places}f}", f" ± {h.ci95:.{places}f}"
     if h.unit.startswith("x"):
-        head, rest = f"{fmt_number(h.measured)}x", h.unit[1:].strip()
+        head, rest = f"{value}x", h.unit[1:].strip()
     else:
-        head, rest = fmt_number(h.measured), h.unit
-    ci = f" ±{fmt_number(h.ci95)}" if h.ci95 is not None else ""
+        head, rest = value, h.unit
     n = f", n = {h.n}" + (" (no CI)" if h.ci95 is None else "") if h.n is not None else ""
     return f"{head}{ci}" + (f" {rest}" if rest else "") + n
 

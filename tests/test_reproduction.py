@@ -66,10 +66,14 @@ def test_every_headline_of_the_results_has_a_card_on_both_pages(site):
     cards = {c.id: c for e in site["entries"].values() for c in e.cards}
     assert {h.id for h in headlines} <= set(cards)
     vgg = cards["fig13.vgg16"]
-    assert (vgg.paper, vgg.measured, vgg.verdict) == ("1.89x", "2.74x ±0.08 (paper-equivalent seconds), n = 3", "holds")
+    assert (vgg.paper, vgg.measured, vgg.verdict) == (
+        "1.89x",
+        "2.74x ± 0.08 (paper-equivalent seconds), n = 3",
+        "holds",
+    )
     assert [p.id for p in vgg.points] == ["psnet-vgg16", "fattree-r1-vgg16"]
     assert (
-        "| VGG-16: PSNet faster than FatTree r=1 | 1.89x | 2.74x ±0.08 (paper-equivalent seconds), n = 3 |"
+        "| VGG-16: PSNet faster than FatTree r=1 | 1.89x | 2.74x ± 0.08 (paper-equivalent seconds), n = 3 |"
         in (site["md"])
     )
 
@@ -172,7 +176,7 @@ def test_counts_the_headline_table_and_the_same_bytes_twice(site):
     assert table[0].startswith("| paper | figure | claim |")
     rows = {r.split(" | ")[1] + " " + r.split(" | ")[3]: r for r in table[2:]}
     fig13 = rows["[Fig. 13](docs/reproduction.md#r-figure-fig13) 1.89x"]
-    assert "| 2.74x ±0.08 (paper-equivalent seconds), n = 3 | 1 holds, 1 does not hold |" in fig13
+    assert "| 2.74x ± 0.08 (paper-equivalent seconds), n = 3 | 1 holds, 1 does not hold |" in fig13
     rat = rows["[RAT Fig. 6](docs/reproduction.md#r-figure-rat-fig6) 25x"]
     assert "| 1.52-2.48x (3 results) | 1 holds, 2 do not hold |" in rat
     assert any("| PLink |" in r and "no replay yet" in r for r in table)
