@@ -536,7 +536,7 @@ class Flattens(_Claim):
         bct, unit = view
         first, last = bct(rs[0]) - bct(rs[1]), bct(rs[-2]) - bct(rs[-1])
         used = [rs[i] for i in sorted({0, 1, len(rs) - 2, len(rs) - 1})]
-        detail = f"first step -{first:.2f} s, last step -{last:.2f} s"
+        detail = f"first step {-first:+.2f} s, last step {-last:+.2f} s"  # the BCT's change: a gain is -
         result = judged(self, label, used, last < first, detail, group, first_gain_s=first, last_gain_s=last)
         return [_in_unit(result, unit)]
 

@@ -143,6 +143,8 @@ def test_flattens_needs_three_points():
     (r,) = judge(c, [row("s", 0.87, x=1000), row("s", 0.74, x=2000), row("s", 0.67, x=3000), row("s", 0.63, x=5000)])
     assert (r.holds, r.detail) == (True, "first step -0.13 s, last step -0.04 s")
     assert judge(c, [row("s", 3.0, x=1), row("s", 2.9, x=2), row("s", 1.0, x=3)])[0].holds is False
+    (r,) = judge(c, [row("s", 0.78, x=1), row("s", 0.71, x=2), row("s", 0.72, x=3), row("s", 0.73, x=5)])
+    assert r.detail == "first step -0.07 s, last step +0.01 s"  # the BCT rose on the last step (was '--0.01')
     assert judge(c, [row("s", 3.0, x=1), row("s", 2.0, x=2)])[0].verdict == "not measured"
 
 
