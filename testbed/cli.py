@@ -44,7 +44,7 @@ from workloads.experiment import PAPER_MODEL_BYTES
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    pass
+    from replays.report import FigureReport
 
 LOG = logging.getLogger("testbed")
 #: what a user's input or a refused request raises: one line, exit code 2 (topology, experiment, figure and
@@ -508,7 +508,28 @@ def speedup_table(out: Path) -> str:
             + ("" if judged else f", {h['verdict']}")
         )
     fast, slow = next(iter(heads.values()))["series"]
-    return f"{fast} vs {slow} speed-up: " + "; ".join(parts)
+    return f"{fast} vs {slow} speed-up: " + "; ".join(parts) + host_time_note(rep, heads)
+
+
+def host_time_note(rep: FigureReport, heads: dict[str, dict]) -> str:
+    """What a speed-up that includes host time rests on: each group's measured host time per step
+    (it differs from machine to machine, and pulls the ratio toward 1) and the ratio of the
+    measured communication alone (the machine-independent part), from the report's ratio curves
+    (replays.decomposition); "" where the figure has none."""
+    host, comm, mode = [], [], ""
+    for group, h in heads.items():
+        curve = next((c for c in rep.ratio_curves if c.group == group), None)
+        ms = curve.measured if curve else []
+        # the figure's own runs: of its host-time mode, else the one mode they ran in
+        m = next((m for m in ms if m.mode == h["mode"]), ms[0] if len(ms) == 1 else None)
+        if m is None or not m.comm_fast_s:
+            continue
+        mode = m.mode
+        host.append(f"{group} {m.host_s:.2f} s")
+        comm.append(f"{group} {m.comm_slow_s / m.comm_fast_s:.2f}x")
+    if not host:
+        return ""
+    return f". Host time per step ({mode}, this machine's): {', '.join(host)}; communication alone: {', '.join(comm)}"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
