@@ -21,12 +21,12 @@ Compatibility is the point of three choices here:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError, model_serializer, model_validator
+
+from topologies.files import write_json_atomic
 
 #: a number as a writer gave it: ints stay ints and floats floats, so a file reads back the same
 Num: TypeAlias = int | float
@@ -273,17 +273,9 @@ def read_summary(path: Path) -> RunSummary:
 
 def write_summary(path: Path, summary: RunSummary | dict[str, Any]) -> RunSummary:
     """Write `summary` (a model, or a writer's dict validated here: a wrong type fails before the
-    file is touched) to `path` whole or not at all (a temp file renamed over it); returns the model."""
+    file is touched) to `path` whole or not at all (topologies.files); returns the model."""
     model = summary_of(summary, str(path))
-    text = json.dumps(model.as_dict(), indent=1)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json_atomic(path, model.as_dict())
     return model
 
 

@@ -25,6 +25,8 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
 
+from topologies.files import write_json_atomic
+
 #: Mininet ignores `bw` above 1000 Mbit/s, and userspace OVS carries ~1.35 Gbit/s unshaped on
 #: one hop: an emulated link above this rate cannot be honoured at all.
 EMULATOR_CEILING_MBPS = 1000.0
@@ -111,10 +113,7 @@ def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
         data = {}
     data[machine_key()] = {"mbps": mbps, "mtu": DEFAULT_MTU, **detail}
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
-    tmp.replace(p)
-    return p
+    return write_json_atomic(p, data, indent=2, sort_keys=True)
 
 
 Mbps = Annotated[float, Field(gt=0, description="paper-equivalent rate in Mbit/s")]
