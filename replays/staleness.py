@@ -89,25 +89,21 @@ def staleness(
     repo: Path = REPO,
     rev: str = "HEAD",
 ) -> Staleness:
-    """The result's state: stale where a dependency changed since `commit` (see the module doc)."""
+    """The result's state: stale where a dependency changed since `commit` (see the module doc):
+    against_tree with `rev` as the tree, which has no local changes of its own."""
+    return against_tree(commit, dirty_files, rev, {}, depends_on, repo)
+
+
+def _unknown(commit: str | None, repo: Path) -> Staleness | None:
+    """Why a result's commit cannot be judged here (none recorded, not in this repository, no
+    git checkout at all), else None."""
     if not commit:
         return Staleness(state=UNKNOWN, reason="no commit recorded")
-    known = _git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
-    if known.returncode != 0:
+    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
         if _git(repo, "rev-parse", "--git-dir").returncode != 0:
             return Staleness(state=UNKNOWN, reason="not a git checkout")
         return Staleness(state=UNKNOWN, reason=f"commit {commit[:10]} is not in this repository")
-    if not depends_on:
-        return Staleness(state=CURRENT)
-    diff = _git(repo, "diff", "-z", "--name-only", "--no-renames", commit, rev, "--", *depends_on)
-    if diff.returncode != 0:
-        return Staleness(state=UNKNOWN, reason=f"git diff failed: {diff.stderr.strip().splitlines()[-1:]}")
-    changed = [p for p in diff.stdout.split("\0") if p]
-    dirty = {p: h for p, h in (dirty_files or {}).items() if _within(p, depends_on)}
-    candidates = sorted(set(changed) | set(dirty))
-    now = head_blobs(repo, [p for p in candidates if p in dirty], rev)
-    really = [p for p in candidates if p not in dirty or now.get(p) != dirty[p]]
-    return Staleness(state=STALE, changed=really) if really else Staleness(state=CURRENT)
+    return None
 
 
 def against_tree(
@@ -124,10 +120,13 @@ def against_tree(
     `now_commit`, or the tree's local change): a sweep resumed on the very tree it stopped on,
     local changes included, is current; one resumed after a commit or an edit that touches what it
     depends on is stale."""
-    if not commit or not now_commit:
-        return Staleness(state=UNKNOWN, reason="no commit recorded" if not commit else "not a git checkout")
-    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
-        return Staleness(state=UNKNOWN, reason=f"commit {commit[:10]} is not in this repository")
+    unknown = _unknown(commit, repo)
+    if unknown is not None:
+        return unknown
+    if not now_commit:
+        return Staleness(state=UNKNOWN, reason="not a git checkout")
+    if not depends_on:
+        return Staleness(state=CURRENT)
     diff = _git(repo, "diff", "-z", "--name-only", "--no-renames", commit, now_commit, "--", *depends_on)
     if diff.returncode != 0:
         return Staleness(state=UNKNOWN, reason=f"git diff failed: {diff.stderr.strip().splitlines()[-1:]}")
