@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from emulation import datapath
 from emulation.sampler import ovs_process
@@ -165,9 +166,23 @@ def checks() -> list[Check]:
     return out
 
 
+def allowed_congestion_controls() -> set[str]:
+    """The TCP congestion controls a network namespace may take (the kernel lets only the root
+    namespace choose one outside this list; scripts/setup.sh adds cubic)."""
+    try:
+        return set(Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split())
+    except OSError:
+        return set()
+
+
 def blocking_problems(spec: TopologySpec | None = None) -> list[str]:
     """One-line messages for everything that prevents bringing up `spec` here."""
     probs = [f"{c.name}: {c.detail}" for c in checks() if c.blocking and not c.ok]
+    if spec is not None and spec.tcp not in allowed_congestion_controls():
+        probs.append(
+            f"{spec.name}: tcp: {spec.tcp} is not in net.ipv4.tcp_allowed_congestion_control "
+            f"({' '.join(sorted(allowed_congestion_controls()))}), so an emulated host may not take it: {SETUP}"
+        )
     if spec is not None and spec.delay_ms > 0 and os.geteuid() == 0 and not has_netem():
         probs.append(f"{spec.name}: delay_ms: {spec.delay_ms:g} needs netem, which this kernel lacks; set delay_ms: 0")
     return probs

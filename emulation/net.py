@@ -198,6 +198,7 @@ class Testbed:
                     "net.ipv4.conf.default.rp_filter=0",
                     f"net.ipv4.ip_forward={1 if h.relay else 0}",
                     "net.ipv6.conf.all.disable_ipv6=1",
+                    f"net.ipv4.tcp_congestion_control={self.model.spec.tcp}",
                 ],
             ]
             for i, ln in enumerate(sorted(self.model.links_of(h.name), key=lambda x: x.port_of(h.name))):

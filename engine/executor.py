@@ -1,7 +1,13 @@
 """Execute one host's part of a schedule over TCP, with real bytes and real numpy sums.
 
-Every host listens on one port; for each peer it sends to, it opens one TCP connection (so a
-(sender, receiver) pair is one flow, as RAT and the ring papers count them). A frame is a 16-byte
+Every host listens on one port; for each peer it sends to, it opens `streams` TCP connections
+(1 by default, so a (sender, receiver) pair is one flow, as RAT and the ring papers count them;
+more, as PLink's library and NCCL keep, spread a pair's chunks: chunk c always on connection
+c mod streams, so one chunk's frames keep their order). With `barrier`, every other host also
+opens a control connection to the coordinator (the schedule's first host; its hello name ends in
+`#barrier`), and `barrier(it)` holds each synchronisation until all hosts reached it, as MPI
+benchmarks time a collective after MPI_Barrier: the GST then counts from one common start, not
+from each host's own, which the previous step's uneven ends spread by up to half a GST. A frame is a 16-byte
 header (iteration, chunk, payload bytes) and the chunk's float32 values. A reader task per
 incoming connection files frames by (sender, chunk) in arrival order; one task per chunk walks
 this host's steps for that chunk in order, so chunks proceed concurrently and only same-chunk
@@ -14,6 +20,7 @@ ship fixed collectives), and asyncio keeps a host's many flows in one thread wit
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import time
@@ -27,6 +34,8 @@ from schemes.schedule import Op, Schedule, Step
 LOG = logging.getLogger(__name__)
 HEADER = struct.Struct("!IIQ")  # iteration, chunk, payload bytes
 HELLO = struct.Struct("!H")  # length of the sender's name, then the name
+ITERATION = struct.Struct("!I")  # a barrier message: the iteration it is for
+BARRIER = "#barrier"  # the suffix of a control connection's hello name
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -52,8 +61,13 @@ class HostEngine:
         schedule: Schedule,
         addresses: dict[str, tuple[str, int]],
         pauses: list[tuple[float, float]] | None = None,
+        streams: int = 1,
+        barrier: bool = False,
     ) -> None:
         self.name = name
+        self.streams = streams
+        #: the host that releases every barrier (None: no barrier)
+        self.coordinator = schedule.hosts[0] if barrier else None
         #: wall-clock windows (start, end) in which this host sends nothing (RAT's paused senders)
         self.pauses = sorted(pauses or [])
         self.schedule = schedule
@@ -63,12 +77,16 @@ class HostEngine:
             self.steps[s.chunk].append(s)
         self.out_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op == Op.SEND})
         self.in_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op != Op.SEND})
-        self.writers: dict[str, asyncio.StreamWriter] = {}
+        self.writers: dict[str, list[asyncio.StreamWriter]] = defaultdict(list)
         self.inbox: dict[tuple[str, int], asyncio.Queue[tuple[int, bytes]]] = defaultdict(asyncio.Queue)
         self.server: asyncio.base_events.Server | None = None
         self.readers: list[asyncio.Task] = []
         self.connected = asyncio.Event()
-        self._arrived: set[str] = set()
+        self._arrived: dict[str, int] = defaultdict(int)  # connections accepted per peer
+        self._control: dict[str, asyncio.StreamWriter] = {}  # coordinator: every other host's
+        self._reached: asyncio.Queue[tuple[str, int]] = asyncio.Queue()  # coordinator: who reached which
+        self._release: asyncio.StreamReader | None = None  # the others: the coordinator's answers
+        self._ask: asyncio.StreamWriter | None = None  # the others: to the coordinator
         self.failure: BaseException | None = None
         #: with tracing on (host config `trace`), each step of the last synchronisation as
         #: (seconds since it began, op, peer, chunk): when a send left for the kernel (its drain
@@ -79,38 +97,53 @@ class HostEngine:
     async def listen(self) -> None:
         host, port = self.addresses[self.name]
         self.server = await asyncio.start_server(self._accept, host, port)
-        if not self.in_peers:
+        self._check_connected()
+
+    def _check_connected(self) -> None:
+        others = set(self.schedule.hosts) - {self.name} if self.coordinator == self.name else set()
+        if all(self._arrived[p] >= self.streams for p in self.in_peers) and others <= set(self._control):
             self.connected.set()
 
     async def connect(self) -> None:
-        """Open one connection to every peer this host sends to (retrying until it listens)."""
+        """Open `streams` connections to every peer this host sends to (retrying until it listens)."""
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
-        for peer in self.out_peers:
-            host, port = self.addresses[peer]
-            while True:
-                try:
-                    _, writer = await asyncio.open_connection(host, port)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise EngineError(f"{self.name}: {peer} at {host}:{port} never listened") from None
-                    await asyncio.sleep(0.1)
-            name = self.name.encode()
-            writer.write(HELLO.pack(len(name)) + name)
-            self.writers[peer] = writer
+        for peer in [p for p in self.out_peers for _ in range(self.streams)]:
+            _, writer = await self._open(peer, self.name, deadline)
+            self.writers[peer].append(writer)
+        if self.coordinator not in (None, self.name):
+            self._release, self._ask = await self._open(self.coordinator, self.name + BARRIER, deadline)
         try:
             await asyncio.wait_for(self.connected.wait(), CONNECT_TIMEOUT_S)
         except TimeoutError:
-            missing = sorted(set(self.in_peers) - self._arrived)
+            missing = sorted(p for p in self.in_peers if self._arrived[p] < self.streams)
+            if self.coordinator == self.name:
+                missing += sorted(f"{h} (barrier)" for h in set(self.schedule.hosts) - {self.name} - set(self._control))
             raise EngineError(f"{self.name}: no connection from {missing}") from None
+
+    async def _open(self, peer: str, hello: str, deadline: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to `peer` that says who opened it (`hello`), retrying until it listens."""
+        host, port = self.addresses[peer]
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection(host, port)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise EngineError(f"{self.name}: {peer} at {host}:{port} never listened") from None
+                await asyncio.sleep(0.1)
+        name = hello.encode()
+        writer.write(HELLO.pack(len(name)) + name)
+        return reader, writer
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         (n,) = HELLO.unpack(await reader.readexactly(HELLO.size))
         peer = (await reader.readexactly(n)).decode()
-        self._arrived.add(peer)
-        if self._arrived >= set(self.in_peers):
-            self.connected.set()
         self.readers.append(asyncio.current_task())  # type: ignore[arg-type]
+        if peer.endswith(BARRIER):
+            await self._follow_barrier(peer.removesuffix(BARRIER), reader, writer)
+            return
+        self._arrived[peer] += 1
+        self._check_connected()
         try:
             while True:
                 head = await reader.readexactly(HEADER.size)
@@ -122,10 +155,42 @@ class HostEngine:
         except Exception as err:  # surfaced by the chunk task waiting on this peer
             self.failure = err
 
+    async def _follow_barrier(self, host: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Coordinator: file which iteration each host's control connection says it reached."""
+        self._control[host] = writer
+        self._check_connected()
+        try:
+            while True:
+                (it,) = ITERATION.unpack(await reader.readexactly(ITERATION.size))
+                self._reached.put_nowait((host, it))
+        except asyncio.IncompleteReadError:
+            return
+
+    async def barrier(self, iteration: int) -> None:
+        """Wait until every host reached this iteration's synchronisation (no-op without a barrier)."""
+        if self.coordinator is None:
+            return
+        if self.coordinator != self.name:
+            assert self._ask is not None and self._release is not None
+            self._ask.write(ITERATION.pack(iteration))
+            await self._ask.drain()
+            (it,) = ITERATION.unpack(await self._release.readexactly(ITERATION.size))
+            if it != iteration:
+                raise EngineError(f"{self.name}: barrier released iteration {it}, expected {iteration}")
+            return
+        for _ in self._control:
+            host, it = await self._reached.get()
+            if it != iteration:
+                raise EngineError(f"{self.name}: {host} reached the barrier of iteration {it}, expected {iteration}")
+        for w in self._control.values():
+            w.write(ITERATION.pack(iteration))
+        await asyncio.gather(*(w.drain() for w in self._control.values()))
+
     async def close(self) -> None:
-        for w in self.writers.values():
+        writers = [w for ws in self.writers.values() for w in ws] + ([self._ask] if self._ask else [])
+        for w in writers:
             w.close()
-        for w in self.writers.values():
+        for w in writers:
             try:
                 await w.wait_closed()
             except OSError:
@@ -154,16 +219,31 @@ class HostEngine:
     async def _chunk(self, c: int, steps: list[Step], buf: np.ndarray, iteration: int, counters: Counters) -> None:
         ch = self.schedule.chunks[c]
         view = buf[ch.offset : ch.offset + ch.length]
-        for s in steps:
-            if s.op == Op.SEND:
-                await self._unpaused()
-                w = self.writers[s.peer]
-                w.write(HEADER.pack(iteration, c, ch.nbytes) + view.tobytes())
-                counters.sent += ch.nbytes
-                counters.per_peer_sent[s.peer] += ch.nbytes
-                await w.drain()
-                self._traced(s, c)
+        i = 0
+        while i < len(steps):
+            if steps[i].op == Op.SEND:
+                # a run of sends goes to every peer before any drain is awaited: waiting for one
+                # peer's drain before writing to the next made every peer of a PS, a mesh owner
+                # or a RAT relay as slow as its slowest connection (head-of-line blocking that the
+                # schedule does not have: its sends never block)
+                run = list(itertools.takewhile(lambda s: s.op == Op.SEND, steps[i:]))
+                i += len(run)
+                frame = HEADER.pack(iteration, c, ch.nbytes) + view.tobytes()
+                written = []
+                for s in run:
+                    await self._unpaused()
+                    ws = self.writers[s.peer]
+                    w = ws[c % len(ws)]
+                    w.write(frame)
+                    written.append(w)
+                    counters.sent += ch.nbytes
+                    counters.per_peer_sent[s.peer] += ch.nbytes
+                await asyncio.gather(*(w.drain() for w in dict.fromkeys(written)))
+                for s in run:
+                    self._traced(s, c)
                 continue
+            s = steps[i]
+            i += 1
             it, payload = await self.inbox[(s.peer, c)].get()
             if it != iteration or len(payload) != ch.nbytes:
                 raise EngineError(

@@ -13,9 +13,10 @@ Dedicated servers (scheme `ps`) hold no gradient and only synchronise. The confi
 host's compiled steps (`schedule`: schemes.schedule.host_part, written by engine.processes), so
 the process runs whatever scheme the registry compiled and never looks one up by name.
 
-Writes `<run_dir>/<host>.jsonl`: one line per measured iteration (compute, synchronisation and
-apply seconds, payload bytes sent/received, loss in tf mode), then a `done` line. With `check`,
-each iteration's input gradient and result go to `<run_dir>/check/` for `verify_sums`.
+Writes `<run_dir>/<host>.jsonl`: one line per measured iteration (compute, barrier wait (with
+the config's `barrier`), synchronisation and apply seconds, payload bytes sent/received, loss in
+tf mode), then a `done` line. With `check`, each iteration's input gradient and result go to
+`<run_dir>/check/` for `verify_sums`.
 
 Writes a `ready` line first (connected to every peer), and per row the wall-clock start and end
 of the iteration, so the runner can follow the run (t0, steps) while it goes.
@@ -105,7 +106,7 @@ async def run(cfg: dict[str, Any]) -> None:
     name = cfg["name"]
     sched = from_host_part(cfg["schedule"])  # this host's compiled steps (engine.processes)
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
-    engine = HostEngine(name, sched, addresses)
+    engine = HostEngine(name, sched, addresses, streams=int(cfg.get("streams", 1)), barrier=bool(cfg.get("barrier")))
     if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
         engine.trace = []
     pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
@@ -129,6 +130,8 @@ async def run(cfg: dict[str, Any]) -> None:
             buf = compute.gradient(it) if compute else np.zeros(sched.n_elems, dtype=np.float32)
             if cfg.get("check") and compute:
                 np.save(check_dir / f"{it}-{name}-in.npy", buf)
+            tb = time.monotonic()
+            await engine.barrier(it)  # with `barrier`: every host starts the synchronisation together
             t1 = time.monotonic()
             counters = await engine.synchronise(buf, it)
             t2 = time.monotonic()
@@ -142,7 +145,8 @@ async def run(cfg: dict[str, Any]) -> None:
                 "warmup": it < cfg["warmup"],
                 "host": name,
                 "role": "worker" if compute else "server",
-                "compute_s": t1 - t0,
+                "compute_s": tb - t0,
+                "barrier_s": t1 - tb,
                 "sync_s": t2 - t1,
                 "apply_s": t3 - t2,
                 "sent_bytes": counters.sent,

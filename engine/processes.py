@@ -41,7 +41,7 @@ class SchemeRun:
         for it in sorted({r["iteration"] for r in self.rows}):
             rs = [r for r in self.rows if r["iteration"] == it]
             ws = [r for r in rs if r["role"] == "worker"]
-            starts = [r["started"] + r["compute_s"] for r in rs]
+            starts = [r["started"] + r["compute_s"] + r.get("barrier_s", 0.0) for r in rs]
             ends = [a + r["sync_s"] for a, r in zip(starts, rs, strict=True)]
             out.append(
                 {

@@ -35,6 +35,7 @@ from replays.evidence import PointFidelity
 from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
 from runs.summary import RunSummary, Stats, SummaryError, read_summary
+from workloads.experiment import host_time_mode
 
 CI_METHOD = (
     "95% CI: Student t over the repetitions' mean BCTs (n = repetitions) where a point has two or more "
@@ -279,7 +280,7 @@ def headlines(rep: FigureReport) -> dict[str, dict]:
     run, the two points and the host-time mode of the figure's own runs (not `compare` ones).
     What `testbed replay` prints last and bench_replay compares."""
     out: dict[str, dict] = {}
-    mode = rep.job.get("host_time") or decomp.DEFAULT_MODE
+    mode = host_time_mode(rep.job.get("host_time"))
     for c in rep.claims:
         if c.type != "faster_than" or c.compares_paper or c.values.get("paper") is None:
             continue

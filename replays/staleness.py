@@ -8,6 +8,11 @@ local changes to one of them that HEAD does not hold. A local change that HEAD d
 result was re-run with the change and committed with it) is not a change since: the provenance
 records the blob id of each changed file (replays.provenance), compared with HEAD's.
 
+A Python module added since (no blob at the result's commit, no local copy it ran with) is not a
+change: nothing imported it then, so it can act only through an import in a module that did exist,
+which has then changed itself (imports are explicit here: no package scans its folder for modules).
+Any other added file counts (a topology or figure YAML is found by listing its folder).
+
 A result whose commit git does not know (a shallow clone, a rewritten branch, no commit recorded)
 has **unknown provenance**: nothing can be said about it.
 """
@@ -139,5 +144,6 @@ def against_tree(
         p
         for p in candidates
         if then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
+        and not (p.endswith(".py") and then_dirty.get(p, at_then.get(p)) is None)  # a module added since
     ]
     return Staleness(state=STALE, changed=changed) if changed else Staleness(state=CURRENT)

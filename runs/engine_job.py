@@ -52,7 +52,18 @@ from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
 _COUNT = {2: "two", 3: "three"}
-ROW_FIELDS = ["iteration", "host", "role", "compute_s", "sync_s", "apply_s", "sent_bytes", "received_bytes", "loss"]
+ROW_FIELDS = [
+    "iteration",
+    "host",
+    "role",
+    "compute_s",
+    "barrier_s",
+    "sync_s",
+    "apply_s",
+    "sent_bytes",
+    "received_bytes",
+    "loss",
+]
 
 
 def calibrated_compute_s(job: JobSpec, width: float) -> float:
@@ -105,7 +116,8 @@ def job_hosts(job: JobSpec, net: Network, where: str) -> tuple[list[str], list[s
 
 def scheme_options(job: JobSpec) -> dict[str, Any]:
     """The job's options a schedule compiles from (schemes.registry.gather's `options`)."""
-    return {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel}
+    segment = round(job.segment_kb * 1024) if job.engine else 0  # TF's PS job moves its own tensors
+    return {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel, "segment_bytes": segment or None}
 
 
 def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
@@ -115,8 +127,8 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
     workers, servers = job_hosts(job, net, where)
     width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
-    hips_args = scheme_options(job)
-    inputs = gather(net, scheme, n_elems, workers, servers, **hips_args)
+    options = scheme_options(job)
+    inputs = gather(net, scheme, n_elems, workers, servers, **options)
     try:
         sched = scheme.compile(inputs)
     except ScheduleError as err:
@@ -142,7 +154,9 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "check": job.check,
         "digits": {w: list(d) for w, d in inputs.digits.items()},
         "both_ways": inputs.both_ways,
-        **hips_args,
+        "streams": job.streams,
+        "barrier": job.barrier,
+        **options,
     }
     return Prepared(net, workers, servers, width, model_bytes, sched, cfg, inputs)
 
@@ -234,7 +248,7 @@ def run_scheme_job(
     by_it = {}
     for r in run.rows:
         if r["role"] == "worker":
-            t = r["compute_s"] + r["sync_s"] + r["apply_s"]
+            t = r["compute_s"] + r.get("barrier_s", 0.0) + r["sync_s"] + r["apply_s"]
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
     problems = verify_sums(out / "engine", workers) if job.check else []
     expected = expected_sync_s(net, sched)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runs.summary import RunSummary, read_summary, summary_of
-from tfjob.hosttime import HostTime
+from tfjob.hosttime import PADDED, HostTime
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import parse_spec
@@ -58,7 +58,7 @@ def prediction(net: Network, job: JobSpec, width: float, model_bytes: float, hos
         )
     except ValueError as err:  # BCube, or a job over more than two modules
         return {"equation": None, "note": str(err)}
-    if host is not None and host.mode == "full":
+    if host is not None and host.mode in PADDED:
         pred = full_host_time(pred, host)
     return {
         **{k: v for k, v in pred.__dict__.items()},
@@ -111,7 +111,7 @@ def repredict(run_dir: Path, summary: RunSummary | None = None) -> RunSummary:
     net = build_network(parse_spec(manifest["topology"], str(run_dir / "manifest.json")))
     job = JobSpec.model_validate(manifest["job"])
     record = summary.get("host_time") or {}
-    host = HostTime.from_dict(record) if record.get("mode") == "full" else None  # as measured for the run
+    host = HostTime.from_dict(record) if record.get("mode") in PADDED else None  # as measured for the run
     summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"], host)
     summary["predicted_placement"] = placement_prediction(
         net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host

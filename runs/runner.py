@@ -151,7 +151,7 @@ def run_job(
         s["predicted"] = predicted[jr.spec.name]
         ht = host[jr.spec.name]
         s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
-        s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time, _pad(ht)
+        s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time_mode, _pad(ht)
         s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
         summaries[jr.spec.name] = s
     # measured communication vs the rest of each step (the links are shared: the main job's view)
@@ -193,7 +193,7 @@ def _host_times(
     try:
         return {j.name: hosttime.for_spec(j, sizes[j.name][0], len(w), len(ps), factor) for j, ps, w in plan}
     except hosttime.HostTimeError as err:
-        raise RunError(f"{where}: host_time: full: {err}") from None
+        raise RunError(f"{where}: job.host_time: {err}") from None
 
 
 def _pad(host: hosttime.HostTime | None) -> float:

@@ -158,6 +158,9 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
     t0 = time.perf_counter()
     from runs.engine_job import scheme_options
 
+    options = scheme_options(p.job)
+    if p.paper and options["segment_bytes"]:  # emulated bytes: the same share of a paper-size gradient
+        options["segment_bytes"] = round(options["segment_bytes"] * p.net.spec.scale)
     traffic = scheme_traffic(
         p.net,
         initial_circuits(IndexedNetwork.of(p.net)),
@@ -165,7 +168,7 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
         p.workers,
         p.pss,
         p.model_bytes,
-        **scheme_options(p.job),
+        **options,
     )
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())

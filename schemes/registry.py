@@ -31,7 +31,7 @@ from schemes import gst
 from schemes.flat import halving_doubling, mesh, ps, ring
 from schemes.hips import PIPELINE, VARIANTS, hips
 from schemes.rat import rat
-from schemes.schedule import Schedule, ScheduleError
+from schemes.schedule import Schedule, ScheduleError, segmented
 
 if TYPE_CHECKING:
     from topologies.model import Network
@@ -87,6 +87,8 @@ class SchemeInputs:
     hips_pipeline: int | None = None
     clusters: Mapping[str, str] | None = None  # PLink: host -> its cluster
     bandwidth_mbps: Mapping[tuple[str, str], float] | None = None  # PLink: measured per pair
+    #: pipelining: every chunk cut into segments of at most this many bytes (schedule.segmented)
+    segment_bytes: int | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SchemeInputs:
@@ -102,6 +104,7 @@ class SchemeInputs:
             cfg.get("hips_stages"),
             bool(cfg.get("hips_parallel", True)),
             cfg.get("hips_pipeline"),
+            segment_bytes=cfg.get("segment_bytes"),
         )
 
 
@@ -139,8 +142,9 @@ class SchemeSpec:
         return self.runner is Runner.ENGINE
 
     def compile(self, inputs: SchemeInputs) -> Schedule:
-        """Its schedule for these inputs (a TF job's: the schedule its bytes follow, for counting)."""
-        return self.build(inputs)
+        """Its schedule for these inputs (a TF job's: the schedule its bytes follow, for counting),
+        its chunks cut into `inputs.segment_bytes` segments where the job pipelines."""
+        return segmented(self.build(inputs), inputs.segment_bytes)
 
     def default_workers(self, net: Network) -> list[str]:
         """The hosts it synchronises when the job names none."""
@@ -238,7 +242,7 @@ def gather(
     """A scheme's inputs from a built network and a job: its workers and servers (the job's, else
     the scheme's defaults), the workers' regions (`net.family.regions`, or `regions`) and address
     digits (`net.family.address_digits`), whether rings run both ways, and the job's options
-    (`trees`, `hips_stages`, `hips_parallel`, `hips_pipeline`)."""
+    (`trees`, `hips_stages`, `hips_parallel`, `hips_pipeline`, `segment_bytes`)."""
     spec = get(scheme) if isinstance(scheme, str) else scheme
     ws = tuple(workers) if workers is not None else tuple(spec.default_workers(net))
     ss: tuple[str, ...] = ()

@@ -127,6 +127,32 @@ def split(n_elems: int, parts: int) -> tuple[Chunk, ...]:
     return tuple(Chunk(i, int(a), int(b - a)) for i, (a, b) in enumerate(itertools.pairwise(bounds)))
 
 
+def segmented(schedule: Schedule, segment_bytes: int | None) -> Schedule:
+    """The same schedule with every chunk cut into segments of at most `segment_bytes`, each
+    segment walking its chunk's steps as a chunk of its own: pipelining as data.
+
+    Steps on different chunks run concurrently (the semantics above), so a relay forwards segment
+    k while segment k + 1 is still arriving, and a ring's next step starts on a step's first
+    segment instead of its last: the store-and-forward delay of each hop shrinks from a chunk to a
+    segment (NCCL and PLink's library pipeline 16-64 KB pieces the same way). Bytes per pair, link
+    and region and the dependency chain are unchanged; only the message count grows. None or 0
+    (or a chunk no larger than a segment) leaves a chunk whole.
+    """
+    if not segment_bytes:
+        return schedule
+    per = max(1, int(segment_bytes) // ELEM_BYTES)
+    pieces: list[tuple[int, ...]] = []  # old chunk -> its new chunk indices
+    chunks: list[Chunk] = []
+    for c in schedule.chunks:
+        parts = split(c.length, -(-c.length // per)) if c.length > per else (Chunk(0, 0, c.length),)
+        pieces.append(tuple(range(len(chunks), len(chunks) + len(parts))))
+        chunks += [Chunk(len(chunks) + i, c.offset + p.offset, p.length) for i, p in enumerate(parts)]
+    if len(chunks) == len(schedule.chunks):
+        return schedule
+    steps = {h: [Step(s.op, k, s.peer) for s in ss for k in pieces[s.chunk]] for h, ss in schedule.steps.items()}
+    return Schedule(schedule.scheme, schedule.workers, tuple(chunks), steps, schedule.servers)
+
+
 def _runner(schedule: Schedule):
     """Yield (host, step) in an order that respects the semantics, or raise on a deadlock.
 

@@ -13,6 +13,8 @@
 #   - sysctls net.core.wmem_default = 33554432 (32 MiB) and net.core.rmem_default = 8388608
 #     (8 MiB), set now and kept in /etc/sysctl.d/60-psnet-testbed.conf: the default buffers of
 #     every new socket that sets none of its own, so that ovs-vswitchd drops no packets silently
+#   - sysctl net.ipv4.tcp_allowed_congestion_control gains cubic (and reno) where missing, kept in
+#     /etc/sysctl.d/61-psnet-testbed-tcp.conf: emulated hosts pin their congestion control
 #   - Open vSwitch started (ovs-ctl start) when it is not running; ovs-vswitchd's send socket
 #     enlarged in place, or the daemon restarted when no bridge exists and no emulation runs
 # Inside this checkout and root's home only:
@@ -28,6 +30,7 @@ apt_pkgs=(mininet openvswitch-switch openssh-server iperf3 ethtool python3-venv 
   python3-mpi4py python3-simgrid gcc libc6-dev chromium)
 dist=/usr/lib/python3/dist-packages
 sysctl_conf=/etc/sysctl.d/60-psnet-testbed.conf
+tcp_conf=/etc/sysctl.d/61-psnet-testbed-tcp.conf
 # ovs-vswitchd sends on every switch-side port through one AF_PACKET socket; packets waiting in
 # the switch-side HTB queues are charged to its send buffer, and when it is full ovs-vswitchd
 # drops them without counting them anywhere (emulation/datapath.py). The socket takes
@@ -115,6 +118,22 @@ net.core.wmem_default = %s
 net.core.rmem_default = %s
 ' \
       "$sndbuf" "$rcvbuf" >"$sysctl_conf"
+  fi
+
+  # an emulated host pins its TCP congestion control (a topology's `tcp:`, cubic by default); the
+  # kernel lets a network namespace take only one of the allowed list, which some VMs set to
+  # "reno bbr"
+  allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+  for cc in cubic reno; do
+    if [[ " $allowed " != *" $cc "* ]] && [[ " $(sysctl -n net.ipv4.tcp_available_congestion_control) " == *" $cc "* ]]; then
+      allowed="$allowed $cc"
+      log "sysctl net.ipv4.tcp_allowed_congestion_control -> $allowed (emulated hosts may pin $cc)"
+      sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed"
+    fi
+  done
+  if ! grep -qs "^net.ipv4.tcp_allowed_congestion_control" "$tcp_conf"; then
+    log "writing $tcp_conf (the allowed congestion controls, kept across reboots)"
+    printf '# psnet-testbed: emulated hosts pin their TCP congestion control (topology field tcp)\nnet.ipv4.tcp_allowed_congestion_control = %s\n' "$allowed" >"$tcp_conf"
   fi
 
   if ! ovs-vsctl --timeout=2 show >/dev/null 2>&1; then

@@ -5,6 +5,7 @@ testbed clean [--all]               remove leftovers of crashed runs (only this 
 testbed topo show FILE              nodes, links, rates, addresses, circuit map, PNG drawing
 testbed topo check FILE             build, route, measure; table of verdicts; exit 1 on a FAIL
 testbed topo up FILE                bring it up and drop into Mininet's CLI
+testbed topo probe FILE             PLink's pairwise probes between its hosts, heat map, groups
 testbed run EXP                     an experiment file: network + TF PS or scheme job, results/NAME/
 testbed run EXP --hosts INV         the experiment's job on real servers (hardware mode)
 testbed compare RUN_A RUN_B         two runs side by side (emulated vs real)
@@ -154,6 +155,51 @@ def cmd_up(args: argparse.Namespace) -> int:
         else:
             print("up; press Ctrl-C to tear it down")
             signal.pause()
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """`testbed topo probe FILE`: runs.probe on the file's network, written and summarised."""
+    import json
+
+    from emulation.net import Testbed
+    from runs import probe
+    from topologies.build import build_network
+    from topologies.schema import load_spec
+
+    known = [h.name for h in build_network(load_spec(args.file)).hosts()]  # checked before anything is built
+    hosts = args.probe_hosts or known
+    unknown = sorted(set(hosts) - set(known))
+    if unknown or len(set(hosts)) < 3:
+        what = f"no host {', '.join(unknown)} in it" if unknown else "ProbeEmbed needs at least 3 distinct hosts"
+        raise InputError(f"{args.file}: --hosts: {what}; its hosts: {', '.join(known)}")
+    _topology_budget(args)
+    with Testbed(args.file) as tb:
+        p = probe.probe(tb, list(dict.fromkeys(hosts)), args.kind, seconds=args.seconds)
+        net = tb.model
+    out = Path(args.out) if args.out else REPO_DIR / "results" / "probes" / net.name
+    g = probe.embed_and_group(p, net)
+    record = {
+        "topology": args.file,
+        "kind": p.kind,
+        "unit": p.unit,
+        "rounds": p.rounds,
+        "probes": [{"a": a, "b": b, "value": v} for (a, b), v in sorted(p.values.items())],
+        "groups": dict(zip(p.hosts, g.labels, strict=True)),
+        "ami_vs_edge_switches": g.ami,
+        "paia": {"raw": g.paia_raw, "embedded": g.paia_embedded},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "probes.json").write_text(json.dumps(record, indent=1))
+    png = probe.heatmap(p, out / "probes.png", f"{net.name}: pairwise {p.kind} ({p.unit})")
+    lo, hi = min(p.values.values()), max(p.values.values())
+    print(f"{net.name}: {len(p.values)} pairs in {p.rounds} rounds, {p.kind} {lo:.3g}-{hi:.3g} {p.unit}")
+    groups: dict[int, list[str]] = {}
+    for h, lab in zip(p.hosts, g.labels, strict=True):
+        groups.setdefault(lab, []).append(h)
+    print("ProbeEmbed groups: " + "; ".join(", ".join(m) for m in groups.values()))
+    print(f"against the edge switches: AMI {g.ami:.2f}, PAIA raw {g.paia_raw:.2f}, embedded {g.paia_embedded:.2f}")
+    print(f"written: {out / 'probes.json'}, {png}")
     return 0
 
 
@@ -321,9 +367,17 @@ def cmd_bct(args: argparse.Namespace) -> int:
 
 def host_time_line(ht: dict) -> str:
     """`testbed run`'s line on the job's host-time mode (tfjob.hosttime)."""
-    if ht.get("mode") != "full":
-        return "  host time     scaled: the run's own at its scaled model size (job.host_time: full pads to full size)"
+    if ht.get("mode") not in ("full", "pinned"):
+        return (
+            "  host time     scaled: the run's own at its scaled model size (job.host_time: full pads to full size, "
+            "a number of seconds pins it)"
+        )
     f = ht["full"]
+    if ht["mode"] == "pinned":
+        return (
+            f"  host time     pinned: every step padded {ht['pad_s']:.3f} s to the job's {ht['full_s']:.3f} s "
+            f"(at this run's size {ht['scaled_s']:.3f} s measured here)"
+        )
     return (
         f"  host time     full: every step padded {ht['pad_s']:.3f} s (full size {ht['full_s']:.3f} s = worker "
         f"{f['worker_s']:.3f} + PS {f['ps_s']:.3f}; at this run's size {ht['scaled_s']:.3f} s)"
@@ -529,7 +583,8 @@ def host_time_note(rep: FigureReport, heads: dict[str, dict]) -> str:
         comm.append(f"{group} {m.comm_slow_s / m.comm_fast_s:.2f}x")
     if not host:
         return ""
-    return f". Host time per step ({mode}, this machine's): {', '.join(host)}; communication alone: {', '.join(comm)}"
+    whose = "the job's host_time, the same on any machine" if mode == "pinned" else "this machine's"
+    return f". Host time per step ({mode}, {whose}): {', '.join(host)}; communication alone: {', '.join(comm)}"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -685,6 +740,16 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("--cli", action="store_true", help="drop into Mininet's CLI (else stay up until Ctrl-C)")
     u.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     u.set_defaults(func=cmd_up)
+    pr = command(topo, "probe", help="PLink's pairwise probes between hosts, a heat map, and ProbeEmbed's groups")
+    pr.add_argument("file")
+    pr.add_argument("--kind", choices=("bandwidth", "latency"), default="bandwidth", help="what to probe")
+    pr.add_argument("--seconds", type=float, default=1.0, help="length of one bandwidth probe round")
+    pr.add_argument(
+        "--hosts", dest="probe_hosts", nargs="+", help="the hosts to probe (default: every host of the file)"
+    )
+    pr.add_argument("--out", help="folder for probes.json and probes.png (default results/probes/NAME)")
+    pr.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    pr.set_defaults(func=cmd_probe)
     r = command(sub, "run", help="run an experiment file (network + TF job), write results/NAME/")
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from schemes.schedule import ELEM_BYTES, split
+from workloads.experiment import SEGMENT_KB
+
 pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
 pytestmark = pytest.mark.root
 
@@ -31,9 +34,12 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
         # max-min is a floor: the emulator moves the same bytes no faster than exact sharing allows
         assert r["emulated_s"] >= 0.95 * r["uncalibrated_s"] > 0, r
         assert r["calibrated_s"] > 0 and r["ratio"] == pytest.approx(r["calibrated_s"] / r["emulated_s"])
-    # ring's critical path is 2(W-1) = 14 dependent messages; mesh's one send per peer overlaps
+    # ring's critical path is 2(W-1) = 14 dependent steps, each of k segments (JobSpec.segment_kb)
+    # that pay the probe's message latency in turn on their sender's link; mesh's sends overlap
     ring = next(r for r in rows if r["scheme"] == "ring")
-    assert ring["critical_messages"] == pytest.approx(14, abs=0.5)
+    chunk = split(int(ring["bytes"]) // ELEM_BYTES, 8)[0]  # a ring chunk: 1/W of the gradient
+    k = -(-chunk.nbytes // int(SEGMENT_KB * 1024))
+    assert k > 1 and ring["critical_messages"] == pytest.approx(14 * k, abs=0.5)
     written = json.loads(factors.read_text())
     assert len(written["points"]) == 2 and written["date"] and written["machine"]
     monkeypatch.setenv("PSNET_FLOWMODEL_FACTORS", str(factors))

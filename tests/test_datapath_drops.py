@@ -21,8 +21,10 @@ from emulation.net import Testbed
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/psnet-1tor.yaml"
-#: retransmitted / sent segments allowed per host: 0 were measured with the large buffer,
-#: 0.04-0.4% with the small one
+#: retransmitted / sent segments allowed beyond the losses tc counted: with bbr in the hosts 0 were
+#: measured with the large buffer, 0.04-0.4% with the small one. Hosts pin cubic (topology `tcp`),
+#: which fills the shaped queue until it drops (counted by tc: 39 of 28,395 segments, 0.14%, on
+#: 2026-11-26), so only the retransmissions tc's drops do not explain point at silent ones
 RETRANS_MAX = 0.0002
 
 
@@ -52,9 +54,11 @@ def test_two_shaped_flows_into_one_nic_lose_nothing_in_the_datapath(tb):
     assert verdict.datapath_drops == 0, f"{verdict.reason} ({buf.name}: {buf.detail})"
     assert verdict.datapath_rx_drops == 0, verdict.reason
     for w in workers:
-        retrans, sent = verdict.retrans[w]
-        assert sent > 10_000, (w, sent)  # the flow ran (TCP segments out of the worker)
-        assert retrans / sent <= RETRANS_MAX, (w, retrans, sent, buf.detail)
+        assert verdict.retrans[w][1] > 10_000, (w, verdict.retrans[w])  # the flow ran (TCP segments out)
+    retrans = sum(verdict.retrans[w][0] for w in workers)
+    sent = sum(verdict.retrans[w][1] for w in workers)
+    counted = verdict.datapath.get("tc_dropped", 0)  # tail drops at the shaped queues, seen by tc
+    assert retrans <= counted + RETRANS_MAX * sent, (retrans, counted, sent, buf.detail)
     nic = tb.model.links_between(ps, "t1_1")[0].mbps
     total = sum(r.achieved_mbps for r in rates)
     assert 0.90 * nic <= total <= nic, (total, nic)  # the shared NIC is still shaped

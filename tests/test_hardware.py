@@ -245,6 +245,9 @@ def test_a_tiny_job_runs_on_two_servers_and_reports_bct_and_nic_bytes(servers, e
 
 def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experiment, tmp_path):
     exp, _ = experiment
+    data = yaml.safe_load(exp.read_text())
+    data["job"]["iterations"] = 500  # still training when the Ctrl-C comes, however fast this machine is
+    exp.write_text(yaml.safe_dump(data))
     inv = servers.inventory(tmp_path / "inventory.yaml")
     p = subprocess.Popen(
         [*TESTBED, "run", str(exp), "--hosts", str(inv), "--no-progress"],
@@ -260,8 +263,8 @@ def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experim
             time.sleep(0.5)
             worker = any("--job worker" in c for c in servers.extra()[servers.netns[1]])
         assert worker, "the worker on server2 never started"
-        listening = task_listeners(servers, 3)  # 1 PS + 2 workers, each serving gRPC
-        assert len(listening) == 3, listening
+        listening = task_listeners(servers, 3, alive=p)  # 1 PS + 2 workers, each serving gRPC
+        assert len(listening) == 3, (listening, p.poll() is None or p.communicate())
         hosts = {a.rsplit(":", 1)[0] for a in listening}
         assert hosts == {DATA.format(1), DATA.format(2)}, listening  # data plane only: not *, not management
         time.sleep(2)
@@ -276,9 +279,12 @@ def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experim
     assert _settle(servers) == {ns: [] for ns in servers.netns}
 
 
-def task_listeners(servers: Servers, tasks: int, timeout_s: float = 120) -> list[str]:
+def task_listeners(
+    servers: Servers, tasks: int, timeout_s: float = 120, alive: subprocess.Popen | None = None
+) -> list[str]:
     """The local addresses of the TF tasks' listening sockets (ports 2222 and up) in the servers'
-    namespaces (`ss -ltn` there), once `tasks` of them listen (or after `timeout_s`)."""
+    namespaces (`ss -ltn` there), once `tasks` of them listen (or after `timeout_s`, or once the run
+    `alive` has ended, so a failed run shows its own output rather than a two-minute wait)."""
     deadline = time.monotonic() + timeout_s
     while True:
         found = []
@@ -286,7 +292,7 @@ def task_listeners(servers: Servers, tasks: int, timeout_s: float = 120) -> list
             out = sh("ip", "netns", "exec", ns, "ss", "-Hltn", check=False).stdout
             local = [ln.split()[3] for ln in out.splitlines() if ln.strip()]
             found += [a for a in local if int(a.rsplit(":", 1)[1]) >= 2222]
-        if len(found) >= tasks or time.monotonic() > deadline:
+        if len(found) >= tasks or time.monotonic() > deadline or (alive is not None and alive.poll() is not None):
             return found
         time.sleep(0.5)
 

@@ -15,6 +15,7 @@ from runs.predict import full_host_time
 from tests.test_psjob import JOB_BUDGET_S, tasks, wait_all
 from tfjob import calibrate, dnn, hosttime
 from tfjob.psjob_config import parse_args
+from topologies.spec import machine_key
 from workloads.experiment import PAPER_MODEL_BYTES, ExperimentError, JobSpec, load_experiment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,13 +92,41 @@ def test_cache_keys_separate_what_changes_a_share():
     assert k("ps", "vgg16", 2.0, 1, 6, 2, v, 1) != k("ps", "vgg16", 2.0, 1, 6, 2, "2.22.0", 1)
     assert k("ps", "vgg16", 2.0, 1, 6, 2, v, 1) != k("ps", "vgg16", 2.0, 1, 6, 2, v, 2)
     assert hosttime.cache_file().parent == calibrate.cache_file().parent
+    assert f"machine={machine_key()}" in k("ps", "vgg16", 2.0, 1, 6, 2, v, 1)  # another machine measures again
+
+
+def test_a_pinned_host_time_pads_to_the_same_step_on_any_machine(tmp_path):
+    """`host_time: 2.5`: the full-size host time is the job's number, not this machine's; only the
+    run's own size is measured (here: read from the cache), and the pad makes up the difference.
+    The paper's model takes the pinned seconds as its host time."""
+    job = JobSpec(model="vgg16", host_time=2.5)
+    assert job.host_time_mode == "pinned"
+    cache = tmp_path / "hosttime.json"
+    version = calibrate.tf_version()
+    entries = {}
+    for kind, secs in (("worker", 0.3), ("ps", 0.2)):
+        key = hosttime.cache_key(kind, "vgg16", 0.25, 1, 6, 2, version, 1)
+        entries[key] = asdict(hosttime.Share(kind, "vgg16", 0.25, 1, 6, 2, 1, version, secs, (secs,), 1000, 1.0))
+    cache.write_text(json.dumps(entries))
+    ht = hosttime.for_spec(job, 0.25, 6, 2, 40.0, cache_path=cache)
+    assert (ht.mode, ht.full_s, ht.scaled_s) == ("pinned", 2.5, 0.5)
+    assert ht.pad_s == pytest.approx(2.0)
+    assert hosttime.HostTime.from_dict(ht.as_dict()) == ht and "pinned" in ht.as_dict()["method"]
+    pred = bct_model.Prediction("Eq. 5", 6, 2, 1e6, 10.0, 2, None, True, 0.01, 0.02, 3.0, 3.0, 0.0, 3.0, 6.03)
+    assert full_host_time(pred, ht).bct_max_s == pytest.approx(3.0 + 2.5 + 3.0)  # Eq. 1 with the pinned host time
+    assert hosttime.for_spec(JobSpec(model="vgg16"), 0.25, 6, 2, 40.0, cache_path=cache) is None  # scaled
 
 
 @pytest.mark.tf
-def test_shares_are_measured_once_then_cached(tmp_path):
+def test_shares_are_measured_once_then_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(hosttime, "LOADED", 1.0)  # cached however busy the machine is (next test: not)
     cache = tmp_path / "hosttime.json"
     first = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, cache_path=cache)
-    assert first.seconds > 0 and first.seconds == min(first.steps_s) and first.bytes == dnn.param_bytes("tiny")
+    assert (
+        first.seconds > 0
+        and first.seconds == statistics.median(first.steps_s)
+        and first.bytes == dnn.param_bytes("tiny")
+    )
     again = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, cache_path=cache)
     assert again == first  # same measurement time: read back, not measured
     ps = hosttime.share("ps", "tiny", 1.0, 1, 2, 1, cache_path=cache)
@@ -105,6 +134,18 @@ def test_shares_are_measured_once_then_cached(tmp_path):
     assert len(json.loads(cache.read_text())) == 2
     forced = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, force=True, cache_path=cache)
     assert forced.measured_unix_s > first.measured_unix_s
+
+
+@pytest.mark.tf
+def test_a_share_measured_on_a_loaded_machine_is_not_cached(tmp_path, monkeypatch, caplog):
+    """Above LOADED busy CPUs the share is used (and says how busy) but not kept: the next run
+    measures again rather than carrying a slow reading for ever."""
+    monkeypatch.setattr(hosttime, "LOADED", -1.0)  # any machine counts as loaded
+    cache = tmp_path / "hosttime.json"
+    got = hosttime.share("worker", "tiny", 1.0, 1, 2, 1, cache_path=cache)
+    assert got.seconds > 0 and 0.0 <= got.busy_before <= 1.0
+    assert not cache.exists() or json.loads(cache.read_text()) == {}
+    assert "not cached" in caplog.text
 
 
 # --- the job field and the worker's argument ------------------------------------------------------

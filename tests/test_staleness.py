@@ -45,6 +45,23 @@ def test_a_changed_folder_makes_it_stale_naming_the_file(repo):
     assert staleness(second, ["fig.yaml", "pkg/"], repo=r).state == CURRENT  # re-run on the new commit
 
 
+def test_a_module_added_since_is_not_a_change_but_an_added_file_or_a_removed_module_is(repo):
+    """A new module can act only through an import in a file that existed (which then changed
+    itself): adding pkg/z.py leaves a result current. A new YAML (a folder that is listed) and a
+    removed module are changes."""
+    r, _, second = repo
+    (r / "pkg" / "z.py").write_text("z = 1\n")
+    third = commit_all(r, "a module nothing imports yet")
+    assert staleness(second, ["pkg/"], repo=r).state == CURRENT
+    (r / "pkg" / "new.yaml").write_text("a: 1\n")
+    commit_all(r, "a file a folder listing would find")
+    s = staleness(third, ["pkg/"], repo=r)
+    assert (s.state, s.changed) == (STALE, ["pkg/new.yaml"])
+    git(r, "rm", "-q", "pkg/y.py")
+    git(r, "commit", "-qm", "a module removed")
+    assert staleness(second, ["pkg/"], repo=r).changed == ["pkg/new.yaml", "pkg/y.py"]
+
+
 def test_unknown_or_missing_commits(repo, tmp_path):
     r, _, _ = repo
     s = staleness("1234567890" * 4, ["pkg/"], repo=r)

@@ -40,13 +40,16 @@ BCT_max speak of the same host time as the padded run.
 
 "Full size" is the run's paper-equivalent model: the width whose bytes are the paper's S
 (`JobSpec.paper_bytes`; a job with an explicit width: its bytes x scale x compress), which is the
-job's own width when nothing is divided. Each share is the fastest of a few timed steps (after a
-warm-up step that traces): other processes on the machine only ever add to it.
+job's own width when nothing is divided. Each share is the median of STEPS timed steps (after a
+warm-up step that traces), measured when the machine is idle: the CPUs' busy share over a second
+before it is recorded with the share, and a share measured with more than LOADED of them busy
+(other processes add to every step) is used for the run but not cached, and the run says so.
 
 Measurements run in a child process (`python -m tfjob.hosttime`), so TensorFlow's thread pools
 are set fresh and the full-size model's memory (VGG-16: ~2.5 GB) is returned when it ends. They are
 cached as JSON beside tfjob.calibrate's cache (same folder), keyed by model, width, batch
-size, W, P, TF version and threads; `force=True` measures again.
+size, W, P, TF version, threads and the machine (host name, CPU model and cores: a home folder
+moved to another machine measures again); `force=True` measures again.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
 import subprocess
 import sys
 import time
@@ -61,17 +65,24 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
+
 from tfjob import calibrate, dnn
+from topologies.spec import machine_key
 from workloads.experiment import JobSpec
 
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
-MODES = ("scaled", "full")
+MODES = ("scaled", "full", "pinned")
+#: the modes that pad every step (full: to this machine's full-size host time; pinned: to a given one)
+PADDED = ("full", "pinned")
 Kind = Literal["worker", "ps"]
 
 #: timed steps per share (after WARMUP_STEPS); fewer when they pass BUDGET_S
-STEPS = 3
+STEPS = 5
+#: a share measured with more than this share of the CPUs busy just before is not cached
+LOADED = 0.25
 WARMUP_STEPS = 1
 BUDGET_S = 30.0
 #: a child process measuring one share is given up after this (VGG-16 full size: ~1 min)
@@ -82,8 +93,15 @@ WIRE_COPIES = 3
 
 METHOD = (
     "sleep in every worker's step before its push: (worker + PS share at full size) - (the same at the run's "
-    "size), each the fastest of a few steps measured here with TF (worker: forward, backward, 3 copies of the "
+    "size), each the median of a few steps measured here with TF (worker: forward, backward, 3 copies of the "
     "gradient for the wire; PS: W gradients copied 3 times and accumulated, averaged and applied)"
+)
+
+
+PINNED_METHOD = (
+    "pinned: the job's host_time seconds per step stand for the full-size host time (given, not measured here; "
+    "all of it counted as the worker's share); every worker sleeps that minus the share measured here at the "
+    "run's own size"
 )
 
 
@@ -129,6 +147,8 @@ class Share:
     steps_s: tuple[float, ...]
     bytes: int
     measured_unix_s: float
+    #: the CPUs' busy share over the second before the measurement (above LOADED: not cached)
+    busy_before: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -153,8 +173,8 @@ class HostTime:
 
     @property
     def pad_s(self) -> float:
-        """The sleep per step in full mode, 0 in scaled mode."""
-        return pad_s(self.full_s, self.scaled_s) if self.mode == "full" else 0.0
+        """The sleep per step in full and pinned mode, 0 in scaled mode."""
+        return pad_s(self.full_s, self.scaled_s) if self.mode in PADDED else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         """The summary's `host_time` record."""
@@ -165,7 +185,7 @@ class HostTime:
             "scaled": {"width": self.scaled_width, "worker_s": self.scaled_worker_s, "ps_s": self.scaled_ps_s},
             "full_s": self.full_s,
             "scaled_s": self.scaled_s,
-            "method": METHOD,
+            "method": PINNED_METHOD if self.mode == "pinned" else METHOD,
         }
 
     @classmethod
@@ -193,7 +213,7 @@ def cache_key(
 ) -> str:
     """A worker's share depends on the model, width and batch; a PS's on the model, width, W and P."""
     size = f"bs={batch_size}" if kind == "worker" else f"W={workers}|P={ps}"
-    return f"{kind}|{model}|w={width:.6g}|{size}|tf={version}|threads={threads}"
+    return f"{kind}|{model}|w={width:.6g}|{size}|tf={version}|threads={threads}|machine={machine_key()}"
 
 
 def share(
@@ -217,10 +237,19 @@ def share(
         d = cache[key]
         return Share(**{**d, "steps_s": tuple(d["steps_s"])})
     log.info("measuring host time %s (once; cached in %s)", key, path)
+    busy = 1.0 - psutil.cpu_times_percent(interval=1.0).idle / 100
     out = _measure_in_child(kind, model, width, batch_size, workers, ps, threads)
     steps = tuple(out["steps_s"])
     size = (kind, model, width, batch_size, workers, ps, threads, version)
-    got = Share(*size, seconds=min(steps), steps_s=steps, bytes=out["bytes"], measured_unix_s=time.time())
+    got = Share(*size, statistics.median(steps), steps, out["bytes"], time.time(), round(busy, 3))
+    if busy > LOADED:
+        log.warning(
+            "host time %s measured with %.0f%% of the CPUs busy (other processes): it may read high; not cached, "
+            "measured again next run (run it on an idle machine, or pin job.host_time to a number of seconds)",
+            key,
+            100 * busy,
+        )
+        return got
     cache = calibrate.read_cache(path, "host-time")  # again: another run may have added entries meanwhile
     cache[key] = asdict(got)
     calibrate.write_cache(path, cache)
@@ -253,13 +282,26 @@ def for_job(
     return HostTime(mode, full, width, fw, fp, sw, sp)
 
 
-def for_spec(job: JobSpec, width: float, workers: int, ps: int, factor: float) -> HostTime | None:
-    """A job's host time when it runs in full mode (None in scaled mode: nothing to measure).
-    `width` is the run's, `factor` = scale x compress (what divided the model's bytes)."""
-    if job.host_time != "full":
+def for_spec(
+    job: JobSpec, width: float, workers: int, ps: int, factor: float, cache_path: Path | None = None
+) -> HostTime | None:
+    """A job's host time when it runs in full or pinned mode (None in scaled mode: nothing to
+    measure). `width` is the run's, `factor` = scale x compress (what divided the model's bytes).
+
+    Pinned (`host_time` a number of seconds): that number is the full-size host time, so a run on
+    any machine pads to the same step; only the run's own size is measured, for the pad. The
+    paper's equations add T_compute and T_ps_update in both bounds, so the pinned seconds go to
+    the worker's share whole (the split would not change a bound)."""
+    if job.host_time == "scaled":
         return None
     full = full_width(job.model, job.width, job.model_bytes, job.paper_bytes, factor)
-    return for_job("full", job.model, width, full, job.batch_size, workers, ps, job.threads)
+    if job.host_time_mode == "pinned":
+        own = [
+            share(k, job.model, width, job.batch_size, workers, ps, job.threads, cache_path=cache_path).seconds
+            for k in ("worker", "ps")
+        ]
+        return HostTime("pinned", full, width, float(job.host_time), 0.0, *own)
+    return for_job("full", job.model, width, full, job.batch_size, workers, ps, job.threads, cache_path)
 
 
 def _measure_in_child(

@@ -358,6 +358,11 @@ class SpecBase(BaseModel):
         description="MTU (bytes) of every emulated interface; 9000 (jumbo frames) raises the emulator's "
         "faithful aggregate (fidelity_budget_mbps), at packets 6x coarser in time",
     )
+    tcp: Literal["cubic", "reno", "bbr"] = Field(
+        default="cubic",
+        description="congestion control of every emulated host's TCP, pinned: a host's namespace would "
+        "otherwise take the machine's own (bbr on some VMs), and results would move with the machine",
+    )
     routing: Literal["hashed", "balanced"] = Field(
         default="balanced",
         description="choice among equal-cost paths per (src, dst): hashed (ECMP) or least-loaded",

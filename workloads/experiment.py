@@ -12,7 +12,9 @@
       model_bytes: null     # paper-equivalent S; default: the paper's size of the model
       width: null           # explicit width multiplier instead of model_bytes
       host_time: scaled     # scaled (default): the run's own host time | full: every step padded to
-                            # the full-size job's host time (tfjob.hosttime)
+                            # the full-size job's host time measured here (tfjob.hosttime) | a number
+                            # of seconds: padded to that host time per step (pinned: another
+                            # machine's, or the paper's implied one), the same on every machine
 
 W and P are the topology's workers and PSs. The emulated job pushes S / scale bytes (the model's
 width is chosen to hit that), on links at B / scale, so S/B keeps the paper's value.
@@ -34,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from schemes import registry
 from schemes.registry import SchemeName
@@ -58,6 +60,18 @@ PAPER_BYTES = {"vgg16": 138_357_544 * 4, "resnet50": 25_557_032 * 4}
 #: tfjob.dnn.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes;
 #: mnist: HiPS Table 1's "1 million parameters" of float32.
 PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936, "mnist": 4_000_000}
+
+#: a scheme job's pipelining segment in emulated KB (JobSpec.segment_kb): measured, results/bench/schemes.md
+SEGMENT_KB = 64.0
+#: a job's host-time mode when `host_time` is a number of seconds
+PINNED = "pinned"
+
+
+def host_time_mode(host_time: str | float | None) -> str:
+    """A `host_time` value's mode: scaled, full, or pinned where it is a number of seconds."""
+    if host_time is None:
+        return "scaled"
+    return PINNED if isinstance(host_time, int | float) else str(host_time)
 
 
 class ExperimentError(InputError):
@@ -100,16 +114,34 @@ class JobSpec(BaseModel):
         default=None, description="hips: the method of every stage, or one per level (level 0 first); default rs"
     )
     hips_parallel: bool = Field(default=True, description="hips: h processes, one per level order (NIC), W/h each")
+    segment_kb: float = Field(
+        default=SEGMENT_KB,
+        ge=0,
+        description="schemes: pipelining; every chunk goes in segments of at most this many emulated KB, a relay "
+        "forwarding one while the next arrives (0: whole chunks, store-and-forward)",
+    )
+    streams: int = Field(default=1, ge=1, le=16, description="schemes: TCP connections per peer a host sends to")
+    barrier: bool = Field(
+        default=True,
+        description="schemes: every host starts each synchronisation together (a barrier, as MPI benchmarks time a "
+        "collective), so GST counts from one start; the wait is in BCT. false: each host starts when its step does",
+    )
     colocate_ps: bool = Field(
         default=False,
         description="tf-ps: the PS tasks run inside the (one) worker's host and talk to it over that host's "
         "loopback, no network between them (HiPS Table 1's one machine)",
     )
-    host_time: Literal["scaled", "full"] = Field(
+    host_time: Literal["scaled", "full"] | PositiveFloat = Field(
         default="scaled",
         description="scaled: the run's own host time at its scaled model size; full: every step padded to the "
-        "full-size job's host time on this machine (tfjob.hosttime)",
+        "full-size job's host time on this machine (tfjob.hosttime); a number: every step padded to that many "
+        "seconds of host time (pinned: the same on every machine, e.g. another machine's or the paper's implied)",
     )
+
+    @property
+    def host_time_mode(self) -> str:
+        """scaled, full or pinned (host_time a number of seconds)."""
+        return host_time_mode(self.host_time)
 
     @property
     def engine(self) -> bool:
@@ -118,8 +150,10 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _full_host_time_is_tf_ps(self) -> JobSpec:
-        if self.host_time == "full" and self.engine:
-            raise ValueError("host_time: full pads the TF PS job's steps; a scheme job takes compute_s instead")
+        if self.host_time != "scaled" and self.engine:
+            raise ValueError(
+                f"host_time: {self.host_time} pads the TF PS job's steps; a scheme job takes compute_s instead"
+            )
         if self.colocate_ps and self.engine:
             raise ValueError("colocate_ps places TF's PS tasks in the worker's host; a scheme job has none: remove it")
         if self.colocate_ps and self.workers is not None and len(self.workers) != 1:

@@ -59,6 +59,14 @@ class Traffic:
     def pairs(self) -> set[tuple[str, str]]:
         return set(zip(self.src, self.dst, strict=True))
 
+    def fan_in(self) -> int:
+        """The most distinct senders one receiver takes messages from (ring 1, a PS's W): the
+        calibration's flow-count term (models.flow.simgrid.FAN_IN_FACTOR)."""
+        senders: dict[str, set[str]] = defaultdict(set)
+        for a, b in zip(self.src, self.dst, strict=True):
+            senders[b].add(a)
+        return max((len(s) for s in senders.values()), default=1)
+
     def hosts(self) -> list[str]:
         return sorted(set(self.src) | set(self.dst))
 
