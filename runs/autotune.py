@@ -5,24 +5,30 @@ Each engine host writes, per iteration, the plan it ran and per peer what TCP me
 synchronisation (engine.host: bytes acknowledged, rate while busy, RTT). This daemon follows those
 rows (called from the run's tick, as the timeline is) and:
 
-- **triggers** when an iteration's GST moves more than `TRIGGER` (20%, the paper's example) from
-  the steady reference (the first iteration on a steady plan, then a slow average): a host's rate
-  changed (a `set_rate` in the timeline) or the traffic did;
+- **triggers** when `CONFIRM` (2) iterations in a row move the GST more than `TRIGGER` (20%, the
+  paper's example) from the steady reference (the first measured iteration, then a slow average):
+  a host's rate changed (a `set_rate` in the timeline) or the traffic did; two, so that one slow
+  iteration (the emulator has a few, about twice the GST) does not re-plan, and so that Quicktune
+  reads an iteration measured wholly after the change;
 - **Quicktune**: new masters from the newest measured bandwidth of every pair (each pair's last
   measurement; pairs no plan has used yet keep their probe, where the job probed):
   schemes.plink.quicktune's weights, schemes.plink.masters' apportionment;
-- **Finetune**: on each following iteration, the blame of every host (schemes.plink.blame:
-  B = l^ + t^ from the bytes the plan has it send, the RTTs and rates measured), and, while the
-  highest blame is more than `EPSILON` times the lowest, `moves` master duties from the highest
-  to the lowest (schemes.plink.finetune), doubling `moves` while the same host stays the worst
-  (the paper's "exponentially more");
+- **Finetune**: once a plan has run `JUDGE` (2) iterations (judged by the shorter GST of the two:
+  a slow iteration is noise, a fast one is not), the blame of every host (schemes.plink.blame:
+  B = beta l^ + gamma t^ from the bytes the plan has it send, the RTTs and rates measured), and,
+  while the highest blame is more than `EPSILON` times the lowest, `moves` master duties from the
+  highest-blame host that has one to the lowest (schemes.plink.finetune), doubling `moves` while
+  the same host stays the worst (the paper's "exponentially more");
 - keeps the best plan seen since the trigger, and returns to it, steady, when a move did not
   shorten the GST by `IMPROVE` (the paper gives no stopping rule; measurements are noisy, so a
   move must pay by 2%).
 
 A plan goes to the hosts through engine.processes.publish_plan; they switch at the next iteration
 none has started (engine.host.Plans), so every host runs one plan per iteration and the sums stay
-exact. The paper gives no beta, gamma or epsilon: 1, 1 and 1.2 here.
+exact. The paper gives no beta, gamma or epsilon: 0.25, 1 and 1.2 here. l^ is scaled to [0, 1]
+between the least and the most loaded host, so with beta = gamma a host holding one chunk more
+than the others is blamed as much as the slowest host (a first run on the emulator moved duties
+between unthrottled hosts that way); beta = 0.25 lets time decide and load break near-ties.
 """
 
 from __future__ import annotations
@@ -47,6 +53,12 @@ EPSILON = 1.2
 IMPROVE = 0.02
 #: the steady reference follows the GST this fast (an exponential average)
 DRIFT = 0.2
+#: iterations in a row beyond TRIGGER before Quicktune re-plans
+CONFIRM = 2
+#: iterations a plan runs before Finetune judges it (by the shortest)
+JUDGE = 2
+#: the blame's weights (schemes.plink.blame): B = BETA l^ + GAMMA t^
+BETA, GAMMA = 0.25, 1.0
 
 
 @dataclass
@@ -89,6 +101,8 @@ class Autotune:
         self.moves = 1
         self.last_worst: str | None = None
         self.seen: set[int] = set()
+        self.off: list[float] = []  # GSTs in a row beyond TRIGGER
+        self.judged: list[float] = []  # GSTs of the newest plan while Finetune judges it
         self.decisions: list[Decision] = []
         self.per_iteration: list[dict[str, Any]] = []
 
@@ -111,8 +125,8 @@ class Autotune:
         self._measure(rows)
         duties = self.duties(self.plans.get(plan, self.plans[0]))
         self.per_iteration.append({"iteration": it, "plan": plan, "gst_s": gst, "gm": duties[0], "lm": duties[1]})
-        if plan != self.version:
-            return  # the newest plan has not reached the hosts yet: nothing to judge
+        if plan != self.version or any(r.get("warmup") for r in rows):
+            return  # the newest plan has not reached the hosts yet, or a warm-up step: nothing to judge
         if not self.tuning:
             self._steady(it, gst)
         else:
@@ -132,7 +146,12 @@ class Autotune:
             return
         if abs(gst - self.ref) / self.ref <= TRIGGER:
             self.ref = (1 - DRIFT) * self.ref + DRIFT * gst
+            self.off = []
             return
+        self.off.append(gst)
+        if len(self.off) < CONFIRM:
+            return
+        self.off = []
         host_w, group_w = quicktune(self.groups, {p: v * 8 / 1e6 for p, v in self.rate.items()})
         plan = masters(self.workers, self.groups, len(self.plans[0]), host_w, group_w)
         change = f"GST {gst:.3f} s vs steady {self.ref:.3f} s ({(gst / self.ref - 1) * 100:+.0f}%)"
@@ -140,6 +159,10 @@ class Autotune:
         self._publish(plan, it, "quicktune", gst, change)
 
     def _finetune(self, it: int, gst: float) -> None:
+        self.judged.append(gst)
+        if len(self.judged) < JUDGE:
+            return
+        gst = min(self.judged)
         if self.best is None or gst < self.best[1] * (1 - IMPROVE):
             self.best = (self.version, gst)
         else:
@@ -153,7 +176,7 @@ class Autotune:
         data = {k: float(v) for k, v in pair_bytes(self._schedule(current, segment=False)).items()}
         bw = {p: self.rate.get(p, 0.0) for p in data}
         rtt = {p: self.rtt.get(p, 0.0) for p in data}
-        scores = blame(data, rtt, bw)
+        scores = blame(data, rtt, bw, BETA, GAMMA)
         worst = max(scores, key=lambda h: (scores[h], h))
         least = min(scores, key=lambda h: (scores[h], h))
         if scores[worst] <= EPSILON * max(scores[least], 1e-9):
@@ -182,6 +205,7 @@ class Autotune:
         return segmented(sched, self.segment_bytes) if segment else sched
 
     def _publish(self, plan: Assignment, it: int, action: str, gst: float, detail: str) -> None:
+        self.judged = []
         self.version += 1
         self.plans[self.version] = [(gm, dict(lms)) for gm, lms in plan]
         publish_plan(self.run_dir, self.version, self._schedule(plan))
@@ -204,8 +228,12 @@ class Autotune:
         gsts = [p["gst_s"] for p in self.per_iteration]
         return {
             "trigger": TRIGGER,
+            "confirm": CONFIRM,
+            "judge": JUDGE,
             "epsilon": EPSILON,
             "improve": IMPROVE,
+            "beta": BETA,
+            "gamma": GAMMA,
             "plans": self.version + 1,
             "decisions": [asdict(d) for d in self.decisions],
             "iterations": self.per_iteration,

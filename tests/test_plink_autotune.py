@@ -34,7 +34,9 @@ def test_hosts_switch_plans_between_iterations_and_the_sums_stay_exact(tmp_path:
     start = initial_plan(WORKERS, GROUPS, N_ELEMS)
     moved = finetune(start, GROUPS, {w: (9.0 if w == "w0" else 1.0 + i) for i, w in enumerate(WORKERS)}, 2)
     assert moved != start
-    cfg = config("plink", WORKERS, clusters=GROUPS, streams=2, segment_bytes=SEGMENT, replan=True, iterations=6)
+    cfg = config(
+        "plink", WORKERS, clusters=GROUPS, streams=2, segment_bytes=SEGMENT, replan=True, iterations=6, compute_s=0.3
+    )  # 0.3 s of compute: the tick sees iteration 1 end long before the last begins
     published: list[int] = []
 
     def tick() -> None:
@@ -76,25 +78,31 @@ def _rows(tmp_path: Path, it: int, plan: int, gst: float, slow: str | None = Non
 
 
 def test_autotune_triggers_quicktune_then_finetunes_off_the_slow_host(tmp_path: Path):
+    """Two iterations 50% slower (w0's rates fell to a fifth) trigger Quicktune, whose plan takes
+    duties off w0; after that plan has run two iterations Finetune moves one more duty by blame,
+    and when that move does not pay, the daemon goes back to the better plan and stays."""
     start = initial_plan(WORKERS, GROUPS, N_ELEMS)
     tuner = Autotune(tmp_path, WORKERS, GROUPS, N_ELEMS, SEGMENT, start)
     for it in range(3):  # steady: no decision
         _rows(tmp_path, it, 0, 1.0)
+    _rows(tmp_path, 3, 0, 1.5, slow="w0")  # one slow iteration is not yet a change
     tuner.tick()
     assert tuner.decisions == [] and tuner.version == 0
-    _rows(tmp_path, 3, 0, 1.5, slow="w0")  # w0's rate fell to a fifth: GST +50%
+    _rows(tmp_path, 4, 0, 1.5, slow="w0")
     tuner.tick()
     assert [d.action for d in tuner.decisions] == ["quicktune"] and (tmp_path / "plans" / "v1").is_dir()
     gm0, lm0 = tuner.duties(start)
     gm1, lm1 = tuner.duties(tuner.plans[1])
-    assert (
-        gm1["w0"] <= gm0["w0"] and lm1["w0"] < lm0["w0"] and lm1["w0"] < min(lm1[w] for w in ("w1", "w2"))
-    )  # off the slow host
-    _rows(tmp_path, 4, 0, 1.5, slow="w0")  # ran before the hosts took plan 1: not judged
-    _rows(tmp_path, 5, 1, 1.2, slow="w0")
+    assert gm1["w0"] <= gm0["w0"] and lm1["w0"] < lm0["w0"]  # duties off the slow host
+    assert lm1["w0"] < min(lm1[w] for w in ("w1", "w2"))
+    _rows(tmp_path, 5, 0, 1.5, slow="w0")  # ran before the hosts took plan 1: not judged
+    _rows(tmp_path, 6, 1, 1.2, slow="w0")
+    _rows(tmp_path, 7, 1, 1.3, slow="w0")
     tuner.tick()
     assert [d.action for d in tuner.decisions] == ["quicktune", "finetune"] and tuner.version == 2
-    _rows(tmp_path, 6, 2, 1.21, slow="w0")  # the move did not pay: back to plan 1, steady
+    assert "off w0" in tuner.decisions[-1].detail
+    _rows(tmp_path, 8, 2, 1.21, slow="w0")  # the move did not pay: back to plan 1, steady
+    _rows(tmp_path, 9, 2, 1.25, slow="w0")
     tuner.tick()
     assert tuner.decisions[-1].action == "revert" and tuner.plans[3] == tuner.plans[1] and not tuner.tuning
-    assert [p["plan"] for p in tuner.record()["iterations"]] == [0, 0, 0, 0, 0, 1, 2]
+    assert [p["plan"] for p in tuner.record()["iterations"]] == [0, 0, 0, 0, 0, 0, 1, 1, 2, 2]
