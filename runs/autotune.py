@@ -6,7 +6,8 @@ synchronisation (engine.host: bytes acknowledged, rate while busy, RTT). This da
 rows (called from the run's tick, as the timeline is) and:
 
 - **triggers** when `CONFIRM` (2) iterations in a row move the GST more than `TRIGGER` (20%, the
-  paper's example) from the steady reference (the first measured iteration, then a slow average):
+  paper's example) from the steady reference (the run's second iteration, warm-up or not: the first
+  opens the connections; then a slow average):
   a host's rate changed (a `set_rate` in the timeline) or the traffic did; two, so that one slow
   iteration (the emulator has a few, about twice the GST) does not re-plan, and so that Quicktune
   reads an iteration measured wholly after the change;
@@ -125,8 +126,9 @@ class Autotune:
         self._measure(rows)
         duties = self.duties(self.plans.get(plan, self.plans[0]))
         self.per_iteration.append({"iteration": it, "plan": plan, "gst_s": gst, "gm": duties[0], "lm": duties[1]})
-        if plan != self.version or any(r.get("warmup") for r in rows):
-            return  # the newest plan has not reached the hosts yet, or a warm-up step: nothing to judge
+        if plan != self.version or it == 0:
+            return  # the newest plan has not reached the hosts yet, or the run's first iteration
+            # (connections opening, TCP's slow start): nothing to judge
         if not self.tuning:
             self._steady(it, gst)
         else:
