@@ -325,6 +325,7 @@ def run_scheme_job(
         "compress": exp.compress,
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
+        "gst_iterations_s": [round(i["sync_s"], 4) for i in its],  # per measured iteration, in order
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
