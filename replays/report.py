@@ -640,6 +640,37 @@ def markdown(rep: FigureReport) -> str:
     return "\n".join(lines) + "\n"
 
 
+ITERATIONS_TEXT = (
+    "\n\nEach point's first repetition over its measured iterations (GST per iteration; dotted lines: the "
+    "timeline's events at their step; the summaries' `autotune` entry lists every re-plan):\n\n![{name}]({name})\n"
+)
+
+
+def plot_iterations(fig: Figure, rows: list[Row], path: Path) -> None:
+    """Per group a panel: each point's first repetition, its GST per measured iteration
+    (gst_iterations_s), and the timeline's `at_step` events (counted from the first measured one)."""
+    plt = outputs.pyplot()
+    groups = list(dict.fromkeys(r.point.group for r in rows))
+    fig_, axes = plt.subplots(len(groups), 1, figsize=(8, 3.2 * len(groups)), squeeze=False)
+    for ax, g in zip(axes[:, 0], groups, strict=True):
+        for i, r in enumerate(x for x in rows if x.point.group == g):
+            ys = r.summaries[0].get("gst_iterations_s") if r.summaries else None
+            if not ys:
+                continue
+            ax.plot(range(1, len(ys) + 1), ys, ".-", color=f"C{i}", label=r.point.series)
+            warmup = int({**fig.job, **r.point.job}.get("warmup", 2))
+            for e in r.point.timeline:
+                if e.at_step is not None:
+                    ax.axvline(e.at_step - warmup + 0.5, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(g, fontsize=9)
+        ax.set_xlabel("measured iteration")
+        ax.set_ylabel("GST (s)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig_.tight_layout()
+    outputs.save_png(fig_, path)
+
+
 def write_report(
     fig: Figure,
     out: Path,
@@ -683,8 +714,13 @@ def write_report(
     if rep.ratio_curves:
         title = f"{fig.title}: speed-up vs host time"
         plots.append((f"{fig.figure}-ratio.png", lambda p: decomp.plot(rep.ratio_curves, p, title)))
+    text = markdown(rep)
+    if any(s.get("autotune") for r in rows for s in r.summaries):  # PLink's Fig. 10: GST over the run
+        plots.append((f"{fig.figure}-iterations.png", lambda p: plot_iterations(fig, rows, p)))
+        at = text.index("\n## The paper's claims")
+        text = text[:at] + ITERATIONS_TEXT.format(name=f"{fig.figure}-iterations.png") + text[at:]
     table = outputs.Table("summary.csv", list(CSV_FIELDS), csv_rows(rep.points))
-    files = outputs.ReportFiles(("report.md", markdown(rep)), ("report.json", rep), table, plots)
+    files = outputs.ReportFiles(("report.md", text), ("report.json", rep), table, plots)
     outputs.write_report_files(out, files)
     write_summary(fig, out, rep, files)
     return rep.claims
