@@ -135,7 +135,7 @@ def test_papers_without_a_replay_quick_results_and_unshipped_ones(site):
     assert list(sections) == ["psnet", "rat", "hips", "plink", "pf", None]
     (entry,) = sections["pf"].entries
     assert entry.state == NO_REPLAY and entry.cards[0].paper.startswith("up to")
-    assert [e.name for e in sections["plink"].entries] == ["plink-fig10", "plink-fig8"]
+    assert [e.name for e in sections["plink"].entries] == ["plink-fig8", "plink-fig10"]
     assert all(e.state == NOT_RUN for e in sections["plink"].entries)
     fig6 = site["entries"]["fig6"]
     assert fig6.summary.quick and fig6.summary_path.parent.name == "fig6-quick"
