@@ -50,6 +50,12 @@ class Counters:
     sent: int = 0
     received: int = 0
     per_peer_sent: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: what the sends would have carried as raw float32 (== sent without a codec)
+    raw_sent: int = 0
+    #: monotonic times (shared by the hosts of one machine): the first send written, the last
+    #: message taken (a broadcast's delivery: the servers' first send to each worker's last receive)
+    first_send_t: float | None = None
+    last_recv_t: float | None = None
 
 
 class HostEngine:
@@ -92,6 +98,12 @@ class HostEngine:
         #: (seconds since it began, op, peer, chunk): when a send left for the kernel (its drain
         #: returned) or a receive's frame was taken; where a stage waited, measured not guessed
         self.trace: list[tuple[float, str, str, int]] | None = None
+        #: messages whose size is known only at run time (DVF: engine.dvf.Codec): a send that
+        #: originates a chunk's value goes through `codec.originate`, a send of a chunk this host
+        #: just copied in forwards the bytes as they came (`_forwarded`), a receive decodes. None:
+        #: raw float32 frames of the chunk's fixed size
+        self.codec = None
+        self._forwarded: dict[int, bytes] = {}
 
     # --- set-up -----------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -203,6 +215,7 @@ class HostEngine:
         """Run this host's steps on `buf` (in place); returns the payload bytes moved."""
         counters = Counters()
         self._t0 = time.monotonic()
+        self._forwarded.clear()
         if self.trace is not None:
             self.trace.clear()
         await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
@@ -228,7 +241,8 @@ class HostEngine:
                 # schedule does not have: its sends never block)
                 run = list(itertools.takewhile(lambda s: s.op == Op.SEND, steps[i:]))
                 i += len(run)
-                frame = HEADER.pack(iteration, c, ch.nbytes) + view.tobytes()
+                payload = self._payload(c, view)
+                frame = HEADER.pack(iteration, c, len(payload)) + payload
                 written = []
                 for s in run:
                     await self._unpaused()
@@ -236,8 +250,10 @@ class HostEngine:
                     w = ws[c % len(ws)]
                     w.write(frame)
                     written.append(w)
-                    counters.sent += ch.nbytes
-                    counters.per_peer_sent[s.peer] += ch.nbytes
+                    counters.first_send_t = counters.first_send_t or time.monotonic()
+                    counters.sent += len(payload)
+                    counters.raw_sent += ch.nbytes
+                    counters.per_peer_sent[s.peer] += len(payload)
                 await asyncio.gather(*(w.drain() for w in dict.fromkeys(written)))
                 for s in run:
                     self._traced(s, c)
@@ -245,18 +261,43 @@ class HostEngine:
             s = steps[i]
             i += 1
             it, payload = await self.inbox[(s.peer, c)].get()
-            if it != iteration or len(payload) != ch.nbytes:
+            if it != iteration or (self.codec is None and len(payload) != ch.nbytes):
                 raise EngineError(
                     f"{self.name}: from {s.peer} chunk {c}: got iteration {it}, {len(payload)} B; "
                     f"expected iteration {iteration}, {ch.nbytes} B"
                 )
-            data = np.frombuffer(payload, dtype=np.float32)
+            data = self._taken(s, c, payload, ch.length)
             if s.op == Op.REDUCE:
                 view += data
             else:
                 view[:] = data
-            counters.received += ch.nbytes
+            counters.received += len(payload)
+            counters.last_recv_t = time.monotonic()
             self._traced(s, c)
+
+    def _payload(self, c: int, view: np.ndarray) -> bytes:
+        """What a send of chunk c carries: the raw values, or with a codec the bytes c's value last
+        came or went as in this synchronisation (a relay forwards what it copied in as it came),
+        else the codec's encoding of the value (once: every peer gets the same bytes)."""
+        if self.codec is None:
+            return view.tobytes()
+        if c not in self._forwarded:
+            self._forwarded[c] = self.codec.originate(c, view)
+        return self._forwarded[c]
+
+    def _taken(self, s: Step, c: int, payload: bytes, length: int) -> np.ndarray:
+        """The values a receive of chunk c takes from its payload (decoded with a codec)."""
+        if self.codec is None:
+            return np.frombuffer(payload, dtype=np.float32)
+        try:
+            data = self.codec.decode(payload, length)
+        except ValueError as err:
+            raise EngineError(f"{self.name}: from {s.peer} chunk {c}: {err}") from None
+        if s.op == Op.COPY:
+            self._forwarded[c] = payload
+        else:
+            self._forwarded.pop(c, None)
+        return data
 
     def _traced(self, s: Step, c: int) -> None:
         if self.trace is not None:

@@ -2,10 +2,12 @@
 
     python -m engine.host CONFIG.json
 
-Compute modes (both move the same bytes):
+Compute modes (all move the same bytes):
 - `tf`: the job's Keras model (tfjob.dnn, same widths and seeded synthetic CIFAR data as
   the PS job) computes real gradients with a GradientTape; after synchronisation every worker
   applies SGD with the summed gradient / W, so all replicas stay identical.
+- `numpy`: Parameter Flow's LR and MF (engine.npmodels) on seeded synthetic data, real sparse
+  updates (what DVF filters), the summed update / W applied as in tf mode.
 - `calibrated`: no TensorFlow (a TF process takes ~650 MB): the step sleeps the measured compute
   time and the gradient is seeded random numbers of the model's size, so a run with many hosts
   fits in memory.
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.dvf import Codec, DvfSettings, delivery_mbps
 from engine.executor import HostEngine
 from schemes.schedule import from_host_part
 
@@ -54,6 +57,11 @@ class Compute:
         self.index = index
         self.loss: float | None = None
         self.model = None
+        self.numpy = None
+        if cfg["mode"] == "numpy":  # Parameter Flow's LR and MF (engine.npmodels): real sparse updates
+            from engine.npmodels import MODELS
+
+            self.numpy = MODELS[cfg["model"]](n_elems, cfg["batch_size"], cfg["seed"], index, cfg["lr"])
         if cfg["mode"] == "tf":
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             import tensorflow as tf
@@ -75,6 +83,10 @@ class Compute:
                 raise SystemExit(f"model has {got} parameters, the schedule {n_elems}")
 
     def gradient(self, iteration: int) -> np.ndarray:
+        if self.numpy is not None:
+            g = self.numpy.gradient(iteration)
+            self.loss = self.numpy.loss
+            return g
         if self.model is None:
             time.sleep(self.cfg["compute_s"])
             return calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
@@ -87,6 +99,9 @@ class Compute:
         return np.concatenate([g.numpy().ravel() for g in grads]).astype(np.float32)
 
     def apply(self, total: np.ndarray, workers: int) -> None:
+        if self.numpy is not None:
+            self.numpy.apply(total, workers)
+            return
         if self.model is None:
             return
         step = total * (self.cfg["lr"] / workers)
@@ -109,6 +124,9 @@ async def run(cfg: dict[str, Any]) -> None:
     engine = HostEngine(name, sched, addresses, streams=int(cfg.get("streams", 1)), barrier=bool(cfg.get("barrier")))
     if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
         engine.trace = []
+    dvf = DvfSettings.from_config(cfg)
+    if dvf.mode != "off":  # PF's DVF: run-time message sizes (engine.dvf)
+        engine.codec = Codec(dvf, [c.length for c in sched.chunks])
     pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
     is_worker = name in sched.workers
     compute = Compute(cfg, sched.n_elems, sched.workers.index(name)) if is_worker else None
@@ -133,6 +151,8 @@ async def run(cfg: dict[str, Any]) -> None:
             tb = time.monotonic()
             await engine.barrier(it)  # with `barrier`: every host starts the synchronisation together
             t1 = time.monotonic()
+            if engine.codec is not None:
+                engine.codec.begin(it, link_rates(engine, dvf.sufficient_mbps))
             counters = await engine.synchronise(buf, it)
             t2 = time.monotonic()
             if compute:
@@ -151,16 +171,46 @@ async def run(cfg: dict[str, Any]) -> None:
                 "apply_s": t3 - t2,
                 "sent_bytes": counters.sent,
                 "received_bytes": counters.received,
+                "first_send_t": counters.first_send_t,
+                "last_recv_t": counters.last_recv_t,
                 "loss": compute.loss if compute else None,
                 "started": started,
                 "ended": time.time(),
             }
+            if engine.codec is not None:
+                codec = engine.codec
+                row["raw_sent_bytes"] = counters.raw_sent
+                row["sent_by_peer"] = dict(counters.per_peer_sent)
+                row["dvf"] = {
+                    "delta": codec.delta,
+                    "threshold": codec.delta / (codec.clock**0.5),
+                    "originated": codec.entries,
+                    "sent_entries": codec.kept,
+                    "rates_mbps": {p: round(r, 3) for p, r in codec.rates.items()},
+                }
             if engine.trace is not None:
                 row["trace"] = list(engine.trace)
+                row["sync_t0"] = engine._t0  # monotonic, shared by the hosts of this machine
             log.write(json.dumps(row) + "\n")
             log.flush()
+        if engine.codec is not None and cfg.get("check"):
+            np.save(check_dir / f"residual-{name}.npy", engine.codec.residual())
         log.write(json.dumps({"done": True, "host": name}) + "\n")
     await engine.close()
+
+
+def link_rates(engine: HostEngine, below_mbps: float) -> dict[str, float | None]:
+    """Each peer this host sends to: its connections' latest measured delivery rate (the slowest
+    of them, Mbit/s; engine.dvf.delivery_mbps), None where nothing says yet."""
+    out: dict[str, float | None] = {}
+    for peer, writers in engine.writers.items():
+        rates = []
+        for w in writers:
+            sock = w.get_extra_info("socket")
+            rates.append(delivery_mbps(sock, below_mbps) if sock is not None else None)
+        known = [r for r in rates if r is not None]
+        out[peer] = min(known) if known else None
+    return out
 
 
 def verify_sums(run_dir: Path, workers: list[str], tolerance: float = 1e-5) -> list[str]:

@@ -40,7 +40,7 @@ from schemes import registry as scheme_registry
 from servers.ssh import SSHError
 from topologies.schema import InputError
 from workloads.errors import RunError, Unrecoverable
-from workloads.experiment import PAPER_MODEL_BYTES
+from workloads.experiment import BYTES_ONLY, PAPER_MODEL_BYTES
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -812,7 +812,9 @@ def build_parser() -> argparse.ArgumentParser:
     rr.set_defaults(func=cmd_report)
     b = command(sub, "bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
-    b.add_argument("--model", default="vgg16", choices=sorted(PAPER_MODEL_BYTES), help="default: %(default)s")
+    b.add_argument(
+        "--model", default="vgg16", choices=sorted(set(PAPER_MODEL_BYTES) - BYTES_ONLY), help="default: %(default)s"
+    )
     b.add_argument("--model-bytes", type=float, default=None, help="paper-equivalent S (default: the paper's)")
     b.add_argument("--batch-size", type=int, default=1, help="samples per worker step")
     b.add_argument("--p-w", type=float, default=None, help="P_w samples/s per worker (default: calibrated here)")
