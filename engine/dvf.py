@@ -120,41 +120,56 @@ class Codec:
     def __init__(self, settings: DvfSettings, chunk_lengths: Sequence[int]) -> None:
         self.settings = settings
         self.held = [np.zeros(n, dtype=np.float32) for n in chunk_lengths]
-        self.delta = 0.0  # this iteration's delta (before / sqrt(t))
-        self.clock = 1
-        #: this iteration's: entries originated, entries sent (nonzero), the rates measured (Mbit/s)
-        self.entries = 0
-        self.kept = 0
-        self.rates: dict[str, float] = {}
+        self.delta = 0.0  # the last iteration's delta (before / sqrt(t)): dynamic mode's verdict so far
+        #: per iteration in flight (SSP overlaps them): its delta, the entries originated and sent,
+        #: the rates measured (Mbit/s); `done(iteration)` hands them out and forgets them
+        self.deltas: dict[int, float] = {}
+        self.entries: dict[int, int] = {}
+        self.kept: dict[int, int] = {}
+        self.rates: dict[int, dict[str, float]] = {}
 
-    def begin(self, iteration: int, rates_mbps: Mapping[str, float | None] | None = None) -> None:
-        """Start an iteration: its clock and its delta (dynamic: from the links' measured rates; a
-        link not measured yet, or measured only while the sender had too little to send to fill
-        it, keeps the previous iteration's verdict)."""
+    def begin(self, iteration: int, rates_mbps: Mapping[str, float | None] | None = None) -> float:
+        """Start an iteration (clock t = iteration + 1): its delta (dynamic: from the links'
+        measured rates; a link not measured yet, or measured only while the sender had too little
+        to send to fill it, keeps the previous iteration's verdict). Returns the delta."""
         s = self.settings
-        self.clock = iteration + 1
-        self.entries = self.kept = 0
         measured = {p: r for p, r in (rates_mbps or {}).items() if r is not None}
-        self.rates = measured
         if s.mode in ("off", "encode"):
-            self.delta = 0.0
+            delta = 0.0
         elif s.mode == "low":
-            self.delta = s.delta_low
+            delta = s.delta_low
         elif s.mode == "up":
-            self.delta = s.delta_up
+            delta = s.delta_up
         elif not measured and self.delta:
-            pass  # nothing measured this time: keep the last verdict
+            delta = self.delta  # nothing measured this time: keep the last verdict
         else:
-            self.delta = dvf_delta(s.delta_low, s.delta_up, list(measured.values()), s.sufficient_mbps)
+            delta = dvf_delta(s.delta_low, s.delta_up, list(measured.values()), s.sufficient_mbps)
+        self.delta = self.deltas[iteration] = delta
+        self.entries[iteration] = self.kept[iteration] = 0
+        self.rates[iteration] = measured
+        return delta
 
-    def originate(self, chunk: int, view: np.ndarray) -> bytes:
-        """The wire form of this chunk's value after DVF; the view is left holding what was sent."""
-        if self.delta > 0:
-            sent, self.held[chunk] = dvf_split(view, self.held[chunk], self.delta, self.clock)
+    def originate(self, chunk: int, view: np.ndarray, iteration: int) -> bytes:
+        """The wire form of this chunk's value after DVF at this iteration's delta / sqrt(t); the
+        view is left holding what was sent."""
+        delta = self.deltas.get(iteration, 0.0)
+        if delta > 0:
+            sent, self.held[chunk] = dvf_split(view, self.held[chunk], delta, iteration + 1)
             view[:] = sent
-        self.entries += len(view)
-        self.kept += int(np.count_nonzero(view))
+        self.entries[iteration] = self.entries.get(iteration, 0) + len(view)
+        self.kept[iteration] = self.kept.get(iteration, 0) + int(np.count_nonzero(view))
         return encode(view)
+
+    def done(self, iteration: int) -> dict[str, Any]:
+        """What DVF did in an iteration (a row's `dvf`), forgotten here."""
+        delta = self.deltas.pop(iteration, 0.0)
+        return {
+            "delta": delta,
+            "threshold": delta / math.sqrt(iteration + 1),
+            "originated": self.entries.pop(iteration, 0),
+            "sent_entries": self.kept.pop(iteration, 0),
+            "rates_mbps": {p: round(r, 3) for p, r in self.rates.pop(iteration, {}).items()},
+        }
 
     def decode(self, payload: bytes, length: int) -> np.ndarray:
         data = decode(payload)

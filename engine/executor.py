@@ -84,7 +84,8 @@ class HostEngine:
         self.out_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op == Op.SEND})
         self.in_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op != Op.SEND})
         self.writers: dict[str, list[asyncio.StreamWriter]] = defaultdict(list)
-        self.inbox: dict[tuple[str, int], asyncio.Queue[tuple[int, bytes]]] = defaultdict(asyncio.Queue)
+        #: frames filed by (sender, chunk, iteration): iterations may overlap (SSP), each takes its own
+        self.inbox: dict[tuple[str, int, int], asyncio.Queue[tuple[int, bytes]]] = defaultdict(asyncio.Queue)
         self.server: asyncio.base_events.Server | None = None
         self.readers: list[asyncio.Task] = []
         self.connected = asyncio.Event()
@@ -103,7 +104,7 @@ class HostEngine:
         #: just copied in forwards the bytes as they came (`_forwarded`), a receive decodes. None:
         #: raw float32 frames of the chunk's fixed size
         self.codec = None
-        self._forwarded: dict[int, bytes] = {}
+        self._forwarded: dict[tuple[int, int], bytes] = {}  # (iteration, chunk) -> its bytes
 
     # --- set-up -----------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -161,7 +162,7 @@ class HostEngine:
                 head = await reader.readexactly(HEADER.size)
                 it, chunk, nbytes = HEADER.unpack(head)
                 payload = await reader.readexactly(nbytes)
-                self.inbox[(peer, chunk)].put_nowait((it, payload))
+                self.inbox[(peer, chunk, it)].put_nowait((it, payload))
         except asyncio.IncompleteReadError:
             return  # the peer closed: normal at the end of a run
         except Exception as err:  # surfaced by the chunk task waiting on this peer
@@ -215,10 +216,13 @@ class HostEngine:
         """Run this host's steps on `buf` (in place); returns the payload bytes moved."""
         counters = Counters()
         self._t0 = time.monotonic()
-        self._forwarded.clear()
         if self.trace is not None:
             self.trace.clear()
-        await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
+        try:
+            await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
+        finally:
+            for key in [k for k in self._forwarded if k[0] == iteration]:
+                del self._forwarded[key]
         return counters
 
     async def _unpaused(self) -> None:
@@ -241,7 +245,7 @@ class HostEngine:
                 # schedule does not have: its sends never block)
                 run = list(itertools.takewhile(lambda s: s.op == Op.SEND, steps[i:]))
                 i += len(run)
-                payload = self._payload(c, view)
+                payload = self._payload(c, view, iteration)
                 frame = HEADER.pack(iteration, c, len(payload)) + payload
                 written = []
                 for s in run:
@@ -260,13 +264,16 @@ class HostEngine:
                 continue
             s = steps[i]
             i += 1
-            it, payload = await self.inbox[(s.peer, c)].get()
+            key = (s.peer, c, iteration)
+            it, payload = await self.inbox[key].get()
+            if self.inbox[key].empty():  # a later frame of the key finds a new queue
+                del self.inbox[key]
             if it != iteration or (self.codec is None and len(payload) != ch.nbytes):
                 raise EngineError(
                     f"{self.name}: from {s.peer} chunk {c}: got iteration {it}, {len(payload)} B; "
                     f"expected iteration {iteration}, {ch.nbytes} B"
                 )
-            data = self._taken(s, c, payload, ch.length)
+            data = self._taken(s, c, payload, ch.length, iteration)
             if s.op == Op.REDUCE:
                 view += data
             else:
@@ -275,17 +282,18 @@ class HostEngine:
             counters.last_recv_t = time.monotonic()
             self._traced(s, c)
 
-    def _payload(self, c: int, view: np.ndarray) -> bytes:
+    def _payload(self, c: int, view: np.ndarray, iteration: int) -> bytes:
         """What a send of chunk c carries: the raw values, or with a codec the bytes c's value last
         came or went as in this synchronisation (a relay forwards what it copied in as it came),
         else the codec's encoding of the value (once: every peer gets the same bytes)."""
         if self.codec is None:
             return view.tobytes()
-        if c not in self._forwarded:
-            self._forwarded[c] = self.codec.originate(c, view)
-        return self._forwarded[c]
+        key = (iteration, c)
+        if key not in self._forwarded:
+            self._forwarded[key] = self.codec.originate(c, view, iteration)
+        return self._forwarded[key]
 
-    def _taken(self, s: Step, c: int, payload: bytes, length: int) -> np.ndarray:
+    def _taken(self, s: Step, c: int, payload: bytes, length: int, iteration: int) -> np.ndarray:
         """The values a receive of chunk c takes from its payload (decoded with a codec)."""
         if self.codec is None:
             return np.frombuffer(payload, dtype=np.float32)
@@ -294,9 +302,9 @@ class HostEngine:
         except ValueError as err:
             raise EngineError(f"{self.name}: from {s.peer} chunk {c}: {err}") from None
         if s.op == Op.COPY:
-            self._forwarded[c] = payload
+            self._forwarded[(iteration, c)] = payload
         else:
-            self._forwarded.pop(c, None)
+            self._forwarded.pop((iteration, c), None)
         return data
 
     def _traced(self, s: Step, c: int) -> None:

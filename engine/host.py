@@ -137,10 +137,13 @@ async def run(cfg: dict[str, Any]) -> None:
     await engine.listen()
     await engine.connect()
     total = cfg["warmup"] + cfg["iterations"]
+    staleness = int(cfg.get("staleness") or 0)
     with (out_dir / f"{name}.jsonl").open("w") as log:
         log.write(json.dumps({"ready": True, "host": name, "t": time.time()}) + "\n")
         log.flush()
-        for it in range(total):
+        if staleness and compute:  # SSP: this worker's iterations overlap (servers stay in order)
+            await run_ssp(cfg, engine, compute, dvf, staleness, total, log)
+        for it in range(total if not (staleness and compute) else 0):
             started = time.time()
             if it == cfg["warmup"]:  # t0: the pause windows start counting here
                 engine.pauses = sorted((started + a, started + b) for a, b in pauses)
@@ -178,16 +181,9 @@ async def run(cfg: dict[str, Any]) -> None:
                 "ended": time.time(),
             }
             if engine.codec is not None:
-                codec = engine.codec
                 row["raw_sent_bytes"] = counters.raw_sent
                 row["sent_by_peer"] = dict(counters.per_peer_sent)
-                row["dvf"] = {
-                    "delta": codec.delta,
-                    "threshold": codec.delta / (codec.clock**0.5),
-                    "originated": codec.entries,
-                    "sent_entries": codec.kept,
-                    "rates_mbps": {p: round(r, 3) for p, r in codec.rates.items()},
-                }
+                row["dvf"] = engine.codec.done(it)
             if engine.trace is not None:
                 row["trace"] = list(engine.trace)
                 row["sync_t0"] = engine._t0  # monotonic, shared by the hosts of this machine
@@ -197,6 +193,72 @@ async def run(cfg: dict[str, Any]) -> None:
             np.save(check_dir / f"residual-{name}.npy", engine.codec.residual())
         log.write(json.dumps({"done": True, "host": name}) + "\n")
     await engine.close()
+
+
+async def run_ssp(
+    cfg: dict[str, Any], engine: HostEngine, compute: Compute, dvf: DvfSettings, staleness: int, total: int, log: Any
+) -> None:
+    """A worker under SSP with staleness s (Parameter Flow's UCC-SSP): it pushes clock t's update
+    and goes on computing while the broadcast of t is on its way, but starts computing clock t only
+    once it has applied the broadcasts of every clock up to t - s - 1 (the paper's "a worker blocks
+    when its clock minus its parameter version exceeds s"); broadcasts are applied in clock order.
+    s = 0 is BSP. Compute runs in a thread so the synchronisations in flight keep moving. A server
+    finalises and broadcasts U^t once every worker pushed t, as under BSP (it does not fold a fast
+    worker's later updates into U^t, the paper's set B: they arrive in their own clock's sum).
+    Each row: compute_s, barrier_s (the time blocked by staleness), sync_s (push to the last
+    broadcast byte, overlapping later compute), apply_s, and the wall times `started` (compute
+    starts), `sync_started`, `sync_done`."""
+    name, workers = engine.name, len(engine.schedule.workers)
+    check_dir = Path(cfg["run_dir"]) / "check"
+    pending: dict[int, asyncio.Task] = {}
+    rows: dict[int, dict[str, Any]] = {}
+
+    async def sync(it: int, buf: np.ndarray) -> tuple[np.ndarray, Any, float, float]:
+        t1 = time.time()
+        counters = await engine.synchronise(buf, it)
+        return buf, counters, t1, time.time()
+
+    async def finish(it: int) -> None:
+        buf, counters, t1, t2 = await pending.pop(it)
+        a = time.monotonic()
+        compute.apply(buf, workers)
+        if cfg.get("check"):
+            np.save(check_dir / f"{it}-{name}-out.npy", buf)
+        row = rows.pop(it)
+        row.update(
+            sync_s=t2 - t1, apply_s=time.monotonic() - a, sent_bytes=counters.sent, received_bytes=counters.received,
+            first_send_t=counters.first_send_t, last_recv_t=counters.last_recv_t, sync_started=t1, sync_done=t2,
+            ended=time.time(), staleness=staleness,
+        )  # fmt: skip
+        if engine.codec is not None:
+            row["raw_sent_bytes"] = counters.raw_sent
+            row["sent_by_peer"] = dict(counters.per_peer_sent)
+            row["dvf"] = engine.codec.done(it)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+
+    for it in range(total):
+        tw = time.monotonic()
+        for t in sorted(pending):
+            if t <= it - staleness - 1:
+                await finish(t)
+        waited = time.monotonic() - tw
+        started = time.time()
+        t0 = time.monotonic()
+        buf = await asyncio.to_thread(compute.gradient, it)
+        computed = time.monotonic() - t0
+        if cfg.get("check"):
+            np.save(check_dir / f"{it}-{name}-in.npy", buf)
+        rows[it] = {
+            "iteration": it, "warmup": it < cfg["warmup"], "host": name, "role": "worker", "compute_s": computed,
+            "barrier_s": waited, "loss": compute.loss, "started": started,
+        }  # fmt: skip
+        if engine.codec is not None:
+            engine.codec.begin(it, link_rates(engine, dvf.sufficient_mbps))
+        pending[it] = asyncio.create_task(sync(it, buf))
+        await asyncio.sleep(0)  # let the push leave before the next compute starts
+    for t in sorted(pending):
+        await finish(t)
 
 
 def link_rates(engine: HostEngine, below_mbps: float) -> dict[str, float | None]:

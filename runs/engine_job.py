@@ -167,6 +167,7 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "both_ways": inputs.both_ways,
         "streams": job.streams,
         "barrier": job.barrier,
+        "staleness": job.staleness,
         "costs": [[a, b, c] for (a, b), c in (inputs.costs or {}).items()],
         "dvf": dvf_config(job, net, workers),
         **options,
@@ -197,6 +198,17 @@ def dvf_config(job: JobSpec, net: Network, workers: list[str]) -> dict[str, Any]
         "delta_up": job.dvf_delta_up or 0.0,
         "sufficient_mbps": sufficient,
     }
+
+
+def ssp_steps(rows: list[dict]) -> dict[int, float]:
+    """Per measured iteration under SSP: from the last worker starting its compute of that clock to
+    the last starting the next (the last clock: to the last worker's final broadcast received), so
+    the steps add up to the measured iterations' wall time, as BSP's do."""
+    ws = [r for r in rows if r["role"] == "worker"]
+    its = sorted({r["iteration"] for r in ws})
+    start = {t: max(r["started"] for r in ws if r["iteration"] == t) for t in its}
+    end = max(r["sync_done"] for r in ws if r["iteration"] == its[-1]) if its else 0.0
+    return {t: (start[its[i + 1]] if i + 1 < len(its) else end) - start[t] for i, t in enumerate(its)}
 
 
 def broadcast_s(rows: list[dict]) -> list[float]:
@@ -339,6 +351,8 @@ def run_scheme_job(
         if r["role"] == "worker":
             t = r["compute_s"] + r.get("barrier_s", 0.0) + r["sync_s"] + r["apply_s"]
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
+    if job.staleness:  # SSP: iterations overlap, a step is the time from one clock's start to the next's
+        by_it = ssp_steps(run.rows)
     problems: list[str] = []
     if job.check:  # DVF holds entries back: then applied + residual = computed over the run instead
         held = job.dvf in ("low", "up", "dynamic")
@@ -352,6 +366,7 @@ def run_scheme_job(
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,
+        "staleness": job.staleness,
         "compute_s_per_step": cfg["compute_s"],
         "model": job.model,
         "workers": len(workers),

@@ -149,6 +149,9 @@ class SchemeSpec:
     messages: Callable[[int, int], int] | None = None
     #: its messages may be filtered and encoded at run time (PF's DVF: engine.dvf, job field dvf)
     codec: bool = False
+    #: a worker's iterations may overlap (SSP, job field staleness): it only pushes to and hears
+    #: from servers that take every iteration in order (PF's UCC-SSP; the PS's SSP)
+    ssp: bool = False
 
     @property
     def engine(self) -> bool:
@@ -348,7 +351,7 @@ register(
         "ps", "PS", "the parameter server (Li et al., OSDI 2014): RAT's and HiPS's PS baseline",
         "P dedicated servers each sum S/P from every worker and send it back (push, then pull)",
         lambda i: ps(i.workers, i.n_elems, i.servers),
-        needs=frozenset({Need.PS_HOSTS}), min_workers=1, messages=lambda w, p: 2 * w * p,
+        needs=frozenset({Need.PS_HOSTS}), min_workers=1, messages=lambda w, p: 2 * w * p, ssp=True,
     )
 )  # fmt: skip
 register(
@@ -391,7 +394,7 @@ register(
         "relays streaming it on; DVF filters the updates on the wire (job field dvf)",
         _pf,
         needs=frozenset({Need.PS_HOSTS, Need.TIER_COSTS}), min_workers=1, check=_pf_tree_fits,
-        messages=lambda w, p: 2 * w * p, codec=True,
+        messages=lambda w, p: 2 * w * p, codec=True, ssp=True,
     )
 )  # fmt: skip
 for _variant, _fixed in VARIANTS.items():  # hips, and the variants that fix every stage's method

@@ -97,14 +97,15 @@ def test_the_codec_holds_back_what_it_does_not_send_and_forwards_nothing_new():
         g = rng.standard_normal(10_000).astype(np.float32)
         before = g + codec.held[0]
         view = g.copy()
-        wire = codec.originate(0, view)
+        wire = codec.originate(0, view, it)
         assert np.array_equal(decode(wire), view)
         assert np.array_equal(view + codec.held[0], before)
         assert np.all(np.abs(view[view != 0]) > 1.0 / np.sqrt(it + 1))
         computed += g
         sent_total += view
     assert np.allclose(sent_total + codec.residual(), computed, atol=1e-5)
-    assert 0 < codec.kept < codec.entries
+    done = codec.done(4)
+    assert 0 < done["sent_entries"] < done["originated"] == 10_000 and done["threshold"] == 1.0 / np.sqrt(5)
 
 
 def test_dynamic_dvf_follows_the_measured_links():
@@ -168,3 +169,37 @@ def test_job_fields_are_checked_in_one_line():
         JobSpec(model="tiny", scheme="pf", dvf="low", dvf_delta_low=2, dvf_delta_up=1)
     with pytest.raises(ValidationError, match="pf_tree"):
         JobSpec(model="tiny", scheme="pf", pf_tree="star")
+
+
+def test_ssp_lets_a_worker_run_at_most_s_clocks_ahead(tmp_path: Path):
+    """UCC-SSP with s = 2 on loopback, 4 workers and 2 servers, w0 computing 15x slower than the
+    others: the fast workers run ahead of w0 (they start clocks before it does), but none starts
+    clock t before it applied the broadcast of t - s - 1, nor before every worker pushed t - s - 1;
+    and each clock's broadcast is still the exact sum of that clock's updates (verify_sums)."""
+    ws, ss = [f"w{i}" for i in range(4)], ["s0", "s1"]
+    hosts = ws + ss
+    s = 2
+    cfg = {**_cfg(ws, ss, 20_000, staleness=s, barrier=False), "warmup": 0, "iterations": 8, "compute_s": 0.01}
+    per_host = {"w0": {"compute_s": 0.15}}
+    run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), tmp_path, local_starter(tmp_path), 120, per_host)
+    assert verify_sums(tmp_path, ws) == []
+    rows = {(r["host"], r["iteration"]): r for r in run.rows if r["role"] == "worker"}
+    assert len(rows) == 4 * 8
+    for (w, t), r in rows.items():
+        if t > s:
+            assert r["started"] >= rows[(w, t - s - 1)]["sync_done"], (w, t)  # applied its own t - s - 1
+            for v in ws:  # every worker had pushed clock t - s - 1
+                assert r["started"] >= rows[(v, t - s - 1)]["sync_started"], (w, t, v)
+    ahead = [t for t in range(8) if rows[("w1", t)]["started"] < rows[("w0", t)]["started"] - 0.1]
+    assert ahead, "the fast workers never ran ahead: that is BSP"
+    assert all(rows[("w1", t)]["barrier_s"] > 0.05 for t in range(s + 2, 8))  # and then waited for w0
+
+
+def test_ssp_needs_a_scheme_that_takes_it_and_no_barrier():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="staleness: ring runs BSP only; SSP is for ps, pf"):
+        JobSpec(model="tiny", scheme="ring", staleness=2, barrier=False)
+    with pytest.raises(ValidationError, match="barrier: SSP lets workers run up to staleness clocks apart"):
+        JobSpec(model="tiny", scheme="pf", staleness=2)
+    assert JobSpec(model="tiny", scheme="pf", staleness=4, barrier=False).staleness == 4

@@ -136,7 +136,9 @@ def test_a_pf_job_with_dvf_writes_what_it_cut_per_clock(tmp_path: Path):
     assert s["scheme"] == "pf" and s["sums_checked"] and s["sum_problems"] == []
     clocks = s["dvf"]["clocks"]
     assert [c["clock"] for c in clocks] == [2, 3, 4]
-    assert all(0.3 < c["push_reduced"] < 1 and 0.3 < c["broadcast_reduced"] < 1 for c in clocks), clocks
+    # a server's sum of six filtered pushes has fewer small entries than any one push: it holds back less
+    assert all(1 > c["push_reduced"] > c["broadcast_reduced"] > 0 for c in clocks), clocks
+    assert all(c["push_reduced"] > 0.3 for c in clocks), clocks
     assert all(c["deltas"] == [1.5] for c in clocks)  # 100 Mbit/s links, nothing else: all sufficient
     wire = sum(c["push_bytes"] + c["broadcast_bytes"] for c in clocks)
     nic_tx = sum(n["tx"] for n in s["nic_bytes"].values())

@@ -151,6 +151,13 @@ class JobSpec(BaseModel):
         description="pf, dvf dynamic: paper-equivalent Mbit/s a link must measure to be sufficient (default: the "
         "paper's 50 Mbit/s at 1 Gbit/s, i.e. 5%% of the workers' link rate)",
     )
+    staleness: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="pf, ps: SSP's staleness s, a worker computes clock t once it has applied the broadcasts of "
+        "every clock up to t - s - 1 (0: BSP); needs barrier: false",
+    )
     streams: int = Field(default=1, ge=1, le=16, description="schemes: TCP connections per peer a host sends to")
     barrier: bool = Field(
         default=True,
@@ -196,6 +203,11 @@ class JobSpec(BaseModel):
                 "model: alexnet is a payload of AlexNet's size: give compute: calibrated and compute_s "
                 "(seconds per step; the paper's K40 took 1.2 s)"
             )
+        if self.staleness and not registry.get(self.scheme).ssp:
+            ssp = ", ".join(n for n, sp in registry.SCHEMES.items() if sp.ssp)
+            raise ValueError(f"staleness: {self.scheme} runs BSP only; SSP is for {ssp}: set staleness: 0")
+        if self.staleness and self.barrier:
+            raise ValueError("barrier: SSP lets workers run up to staleness clocks apart; set barrier: false")
         if self.dvf != "off" and not registry.get(self.scheme).codec:
             codecs = ", ".join(n for n, sp in registry.SCHEMES.items() if sp.codec)
             raise ValueError(f"dvf: {self.scheme} sends raw gradients; DVF is for {codecs}: set dvf: off")

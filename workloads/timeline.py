@@ -138,7 +138,8 @@ class TimelineEvent(BaseModel):
                 f"(it applies to {', '.join(sorted(_DARK_OK))})"
             )
         if self.action in ENGINE_ACTIONS and self.at_s is None:
-            raise ValueError(f"at_step: {self.action} runs from a time; give at_s instead")
+            what = "draws its pauses" if self.action == "pause_senders" else "starts its shuffles"
+            raise ValueError(f"at_step: {self.action} {what} from a time; give at_s instead")
         if self.hosts is not None and len(set(self.hosts)) < 2:
             raise ValueError(f"hosts: a shuffle needs at least two distinct background hosts, got {self.hosts}")
         if self.link is not None and self.link[0] == self.link[1]:
