@@ -326,7 +326,8 @@ def run_scheme_job(
             timeline.tick()
             stall.check()
 
-        nics_before = {h: nic_bytes(tb, h) for h in hosts}
+        counted = hosts + timeline.background_hosts  # the shuffles' hosts too: their bytes on the wire
+        nics_before = {h: nic_bytes(tb, h) for h in counted}
         try:
             run = run_in_testbed(
                 tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick, schedule=sched
@@ -338,7 +339,7 @@ def run_scheme_job(
             verdict = monitor.stop()
             busiest = flows.stop()
             timeline.finish()
-            nics = {h: _moved(nics_before[h], nic_bytes(tb, h)) for h in hosts}
+            nics = {h: _moved(nics_before[h], nic_bytes(tb, h)) for h in counted}
     if run is None:
         raise RunError(f"{where}: {error}")
     with atomic_open(out / "iterations.csv", newline="") as f:

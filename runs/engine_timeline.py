@@ -85,6 +85,11 @@ class SchemeTimeline:
             self.rounds.append((t, sorted(h for h, w in plan.items() if any(a == t for a, _ in w)), e.every_s))
 
     @property
+    def background_hosts(self) -> list[str]:
+        """The hosts the timeline's shuffles run on (none of the job's)."""
+        return list(dict.fromkeys(h for sh in self.shuffles for h in sh.event.hosts or []))
+
+    @property
     def active(self) -> bool:
         return bool(self.planned or self.rounds or self.shuffles)
 
