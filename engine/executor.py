@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.dvf import Codec
 from schemes.schedule import Op, Schedule, Step
 
 LOG = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ class HostEngine:
         #: originates a chunk's value goes through `codec.originate`, a send of a chunk this host
         #: just copied in forwards the bytes as they came (`_forwarded`), a receive decodes. None:
         #: raw float32 frames of the chunk's fixed size
-        self.codec = None
+        self.codec: Codec | None = None
         self._forwarded: dict[tuple[int, int], bytes] = {}  # (iteration, chunk) -> its bytes
 
     # --- set-up -----------------------------------------------------------------------------

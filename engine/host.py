@@ -23,6 +23,11 @@ tf mode), then a `done` line. With `check`, each iteration's input gradient and 
 Writes a `ready` line first (connected to every peer), and per row the wall-clock start and end
 of the iteration, so the runner can follow the run (t0, steps) while it goes.
 
+With `dvf` (Parameter Flow's DVF, engine.dvf) the engine's codec filters and encodes what a host
+originates; rows then carry raw and wire bytes and the iteration's DVF, and with `check` each host's
+final residual goes to `check/residual-<host>.npy` (engine.dvf.verify_dvf). With `staleness` s > 0 a
+worker runs SSP (`run_ssp`): its iterations overlap, at most s clocks ahead of the broadcasts applied.
+
 Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows in seconds
 after t0, the start of the first measured iteration (drawn by the runner from its seed); inside
 one, this host's sends wait for the window's end.
