@@ -139,7 +139,9 @@ def test_a_pf_job_with_dvf_writes_what_it_cut_per_clock(tmp_path: Path):
     # a server's sum of six filtered pushes has fewer small entries than any one push: it holds back less
     assert all(1 > c["push_reduced"] > c["broadcast_reduced"] > 0 for c in clocks), clocks
     assert all(c["push_reduced"] > 0.3 for c in clocks), clocks
-    assert all(c["deltas"] == [1.5] for c in clocks)  # 100 Mbit/s links, nothing else: all sufficient
+    # dynamic: each host's delta is one of the two, by its links' measured rates (the rule itself:
+    # tests/test_pf_scheme.py; which one a host picks here depends on this machine's load)
+    assert all(c["deltas"] and set(c["deltas"]) <= {1.5, 2.5} for c in clocks), clocks
     wire = sum(c["push_bytes"] + c["broadcast_bytes"] for c in clocks)
     nic_tx = sum(n["tx"] for n in s["nic_bytes"].values())
     assert wire < nic_tx  # the interfaces carried the engine's bytes (warm-up and set-up too)
