@@ -221,6 +221,8 @@ def verify_dvf(run_dir: Path, workers: Sequence[str], hosts: Sequence[str], tole
         if not np.array_equal(applied[w], first):
             problems.append(f"{w} applied other updates than {workers[0]}")
     residual = sum(np.load(check / f"residual-{h}.npy").astype(np.float64) for h in hosts)
+    if not (np.all(np.isfinite(computed)) and np.all(np.isfinite(first)) and np.all(np.isfinite(residual))):
+        return [*problems, "computed, applied or residual updates are not all finite (a diverged model)"]
     scale = float(np.max(np.abs(computed))) or 1.0
     err = float(np.max(np.abs(first + residual - computed))) / scale
     if err > tolerance:

@@ -88,13 +88,18 @@ class Compute:
                 raise SystemExit(f"model has {got} parameters, the schedule {n_elems}")
 
     def gradient(self, iteration: int) -> np.ndarray:
+        # with `step_decay` (Parameter Flow's models) what a worker hands out is its update at the
+        # paper's SGD step eta / sqrt(t) (t = iteration + 1), over eta: DVF's delta / sqrt(t) then
+        # holds back a steady share of it, as in the paper, and apply's lr makes the step eta / sqrt(t)
+        decay = 1 / np.sqrt(iteration + 1) if self.cfg.get("step_decay") else 1.0
         if self.numpy is not None:
             g = self.numpy.gradient(iteration)
             self.loss = self.numpy.loss
-            return g
+            return (g * decay).astype(np.float32)
         if self.model is None:
             time.sleep(self.cfg["compute_s"])
-            return calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
+            g = calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
+            return (g * decay).astype(np.float32) if decay != 1.0 else g
         tf = self.tf
         with tf.GradientTape() as tape:
             logits = self.model(self.x, training=True)
@@ -290,8 +295,13 @@ def verify_sums(run_dir: Path, workers: list[str], tolerance: float = 1e-5) -> l
     for it in iterations:
         want = sum(np.load(check / f"{it}-{w}-in.npy").astype(np.float64) for w in workers)
         scale = float(np.max(np.abs(want))) or 1.0
+        if not np.all(np.isfinite(want)):
+            problems.append(f"iteration {it}: the workers' inputs are not all finite (a diverged model)")
         for w in workers:
             got = np.load(check / f"{it}-{w}-out.npy")
+            if not np.all(np.isfinite(got)):
+                problems.append(f"iteration {it}, {w}: its result is not all finite")
+                continue
             err = float(np.max(np.abs(got - want))) / scale
             if err > tolerance:
                 problems.append(f"iteration {it}, {w}: relative error {err:.2e} > {tolerance:g}")

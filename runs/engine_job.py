@@ -51,7 +51,7 @@ from topologies.files import atomic_open, write_json_atomic
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.errors import RunError, Unrecoverable
-from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+from workloads.experiment import BYTES_ONLY, ExperimentError, ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
 _COUNT = {2: "two", 3: "three"}
@@ -159,6 +159,7 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "width": width,
         "batch_size": job.batch_size,
         "lr": LEARNING_RATES.get(job.model, 0.01),
+        "step_decay": job.model in BYTES_ONLY,  # Parameter Flow's models: updates at eta / sqrt(t)
         "seed": job.seed,
         "warmup": job.warmup,
         "iterations": job.iterations,

@@ -212,11 +212,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if hosts is not None:
         from servers.hardware import run_hardware_experiment
 
-        res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=progress_on(args))
+        res = run_hardware_experiment(args.experiment, hosts, Path(args.results), progress=progress_on(args))
     else:
         if args.no_budget:
             LOG.warning("--no-budget: the resource budget is not checked")
-        res = run_experiment(args.experiment, progress=progress_on(args), budget=not args.no_budget)
+        res = run_experiment(args.experiment, Path(args.results), progress=progress_on(args), budget=not args.no_budget)
     s = res.summary
     if s.scheme:
         _print_scheme_run(s, res.out_dir)
@@ -755,6 +755,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
     r.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    r.add_argument(
+        "--results",
+        default=str(REPO_DIR / "results"),
+        help="the run writes RESULTS/NAME/ (default: %(default)s; tests write to a temporary folder)",
+    )
     r.set_defaults(func=cmd_run)
     cp = command(sub, "compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
     cp.add_argument("run_a", help="a results folder, or a run name under results/")

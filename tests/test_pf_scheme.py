@@ -203,3 +203,21 @@ def test_ssp_needs_a_scheme_that_takes_it_and_no_barrier():
     with pytest.raises(ValidationError, match="barrier: SSP lets workers run up to staleness clocks apart"):
         JobSpec(model="tiny", scheme="pf", staleness=2)
     assert JobSpec(model="tiny", scheme="pf", staleness=4, barrier=False).staleness == 4
+
+
+def test_a_diverged_model_fails_the_checks_and_updates_decay_as_the_papers_step(tmp_path: Path):
+    """NaN or inf anywhere is a problem for both checks (a NaN compares false with any tolerance),
+    and with step_decay a worker hands out its gradient at the paper's step eta / sqrt(t)."""
+    from engine.host import Compute, calibrated_gradient
+
+    check = tmp_path / "check"
+    check.mkdir()
+    for w in ("w0", "w1"):
+        np.save(check / f"0-{w}-in.npy", np.array([1.0, np.nan], dtype=np.float32))
+        np.save(check / f"0-{w}-out.npy", np.array([2.0, np.nan], dtype=np.float32))
+        np.save(check / f"residual-{w}.npy", np.zeros(2, dtype=np.float32))
+    assert verify_sums(tmp_path, ["w0", "w1"])
+    assert any("not all finite" in p for p in verify_dvf(tmp_path, ["w0", "w1"], ["w0", "w1"]))
+    cfg = {"mode": "calibrated", "compute_s": 0.0, "seed": 3, "step_decay": True}
+    g = Compute(cfg, 1000, 1).gradient(3)  # clock 4: half the gradient
+    assert np.allclose(g, calibrated_gradient(3, 3, 1, 1000) / 2)
