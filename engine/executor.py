@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.dvf import Codec
 from schemes.schedule import Op, Schedule, Step
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +51,12 @@ class Counters:
     sent: int = 0
     received: int = 0
     per_peer_sent: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    #: what the sends would have carried as raw float32 (== sent without a codec)
+    raw_sent: int = 0
+    #: monotonic times (shared by the hosts of one machine): the first send written, the last
+    #: message taken (a broadcast's delivery: the servers' first send to each worker's last receive)
+    first_send_t: float | None = None
+    last_recv_t: float | None = None
 
 
 class HostEngine:
@@ -78,7 +85,8 @@ class HostEngine:
         self.out_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op == Op.SEND})
         self.in_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op != Op.SEND})
         self.writers: dict[str, list[asyncio.StreamWriter]] = defaultdict(list)
-        self.inbox: dict[tuple[str, int], asyncio.Queue[tuple[int, bytes]]] = defaultdict(asyncio.Queue)
+        #: frames filed by (sender, chunk, iteration): iterations may overlap (SSP), each takes its own
+        self.inbox: dict[tuple[str, int, int], asyncio.Queue[tuple[int, bytes]]] = defaultdict(asyncio.Queue)
         self.server: asyncio.base_events.Server | None = None
         self.readers: list[asyncio.Task] = []
         self.connected = asyncio.Event()
@@ -92,6 +100,12 @@ class HostEngine:
         #: (seconds since it began, op, peer, chunk): when a send left for the kernel (its drain
         #: returned) or a receive's frame was taken; where a stage waited, measured not guessed
         self.trace: list[tuple[float, str, str, int]] | None = None
+        #: messages whose size is known only at run time (DVF: engine.dvf.Codec): a send that
+        #: originates a chunk's value goes through `codec.originate`, a send of a chunk this host
+        #: just copied in forwards the bytes as they came (`_forwarded`), a receive decodes. None:
+        #: raw float32 frames of the chunk's fixed size
+        self.codec: Codec | None = None
+        self._forwarded: dict[tuple[int, int], bytes] = {}  # (iteration, chunk) -> its bytes
 
     # --- set-up -----------------------------------------------------------------------------
     async def listen(self) -> None:
@@ -149,7 +163,7 @@ class HostEngine:
                 head = await reader.readexactly(HEADER.size)
                 it, chunk, nbytes = HEADER.unpack(head)
                 payload = await reader.readexactly(nbytes)
-                self.inbox[(peer, chunk)].put_nowait((it, payload))
+                self.inbox[(peer, chunk, it)].put_nowait((it, payload))
         except asyncio.IncompleteReadError:
             return  # the peer closed: normal at the end of a run
         except Exception as err:  # surfaced by the chunk task waiting on this peer
@@ -205,7 +219,11 @@ class HostEngine:
         self._t0 = time.monotonic()
         if self.trace is not None:
             self.trace.clear()
-        await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
+        try:
+            await asyncio.gather(*(self._chunk(c, steps, buf, iteration, counters) for c, steps in self.steps.items()))
+        finally:
+            for key in [k for k in self._forwarded if k[0] == iteration]:
+                del self._forwarded[key]
         return counters
 
     async def _unpaused(self) -> None:
@@ -228,7 +246,8 @@ class HostEngine:
                 # schedule does not have: its sends never block)
                 run = list(itertools.takewhile(lambda s: s.op == Op.SEND, steps[i:]))
                 i += len(run)
-                frame = HEADER.pack(iteration, c, ch.nbytes) + view.tobytes()
+                payload = self._payload(c, view, iteration)
+                frame = HEADER.pack(iteration, c, len(payload)) + payload
                 written = []
                 for s in run:
                     await self._unpaused()
@@ -236,27 +255,58 @@ class HostEngine:
                     w = ws[c % len(ws)]
                     w.write(frame)
                     written.append(w)
-                    counters.sent += ch.nbytes
-                    counters.per_peer_sent[s.peer] += ch.nbytes
+                    counters.first_send_t = counters.first_send_t or time.monotonic()
+                    counters.sent += len(payload)
+                    counters.raw_sent += ch.nbytes
+                    counters.per_peer_sent[s.peer] += len(payload)
                 await asyncio.gather(*(w.drain() for w in dict.fromkeys(written)))
                 for s in run:
                     self._traced(s, c)
                 continue
             s = steps[i]
             i += 1
-            it, payload = await self.inbox[(s.peer, c)].get()
-            if it != iteration or len(payload) != ch.nbytes:
+            key = (s.peer, c, iteration)
+            it, payload = await self.inbox[key].get()
+            if self.inbox[key].empty():  # a later frame of the key finds a new queue
+                del self.inbox[key]
+            if it != iteration or (self.codec is None and len(payload) != ch.nbytes):
                 raise EngineError(
                     f"{self.name}: from {s.peer} chunk {c}: got iteration {it}, {len(payload)} B; "
                     f"expected iteration {iteration}, {ch.nbytes} B"
                 )
-            data = np.frombuffer(payload, dtype=np.float32)
+            data = self._taken(s, c, payload, ch.length, iteration)
             if s.op == Op.REDUCE:
                 view += data
             else:
                 view[:] = data
-            counters.received += ch.nbytes
+            counters.received += len(payload)
+            counters.last_recv_t = time.monotonic()
             self._traced(s, c)
+
+    def _payload(self, c: int, view: np.ndarray, iteration: int) -> bytes:
+        """What a send of chunk c carries: the raw values, or with a codec the bytes c's value last
+        came or went as in this synchronisation (a relay forwards what it copied in as it came),
+        else the codec's encoding of the value (once: every peer gets the same bytes)."""
+        if self.codec is None:
+            return view.tobytes()
+        key = (iteration, c)
+        if key not in self._forwarded:
+            self._forwarded[key] = self.codec.originate(c, view, iteration)
+        return self._forwarded[key]
+
+    def _taken(self, s: Step, c: int, payload: bytes, length: int, iteration: int) -> np.ndarray:
+        """The values a receive of chunk c takes from its payload (decoded with a codec)."""
+        if self.codec is None:
+            return np.frombuffer(payload, dtype=np.float32)
+        try:
+            data = self.codec.decode(payload, length)
+        except ValueError as err:
+            raise EngineError(f"{self.name}: from {s.peer} chunk {c}: {err}") from None
+        if s.op == Op.COPY:
+            self._forwarded[(iteration, c)] = payload
+        else:
+            self._forwarded.pop((iteration, c), None)
+        return data
 
     def _traced(self, s: Step, c: int) -> None:
         if self.trace is not None:

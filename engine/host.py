@@ -2,10 +2,12 @@
 
     python -m engine.host CONFIG.json
 
-Compute modes (both move the same bytes):
+Compute modes (all move the same bytes):
 - `tf`: the job's Keras model (tfjob.dnn, same widths and seeded synthetic CIFAR data as
   the PS job) computes real gradients with a GradientTape; after synchronisation every worker
   applies SGD with the summed gradient / W, so all replicas stay identical.
+- `numpy`: Parameter Flow's LR and MF (engine.npmodels) on seeded synthetic data, real sparse
+  updates (what DVF filters), the summed update / W applied as in tf mode.
 - `calibrated`: no TensorFlow (a TF process takes ~650 MB): the step sleeps the measured compute
   time and the gradient is seeded random numbers of the model's size, so a run with many hosts
   fits in memory.
@@ -20,6 +22,11 @@ tf mode), then a `done` line. With `check`, each iteration's input gradient and 
 
 Writes a `ready` line first (connected to every peer), and per row the wall-clock start and end
 of the iteration, so the runner can follow the run (t0, steps) while it goes.
+
+With `dvf` (Parameter Flow's DVF, engine.dvf) the engine's codec filters and encodes what a host
+originates; rows then carry raw and wire bytes and the iteration's DVF, and with `check` each host's
+final residual goes to `check/residual-<host>.npy` (engine.dvf.verify_dvf). With `staleness` s > 0 a
+worker runs SSP (`run_ssp`): its iterations overlap, at most s clocks ahead of the broadcasts applied.
 
 Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows in seconds
 after t0, the start of the first measured iteration (drawn by the runner from its seed); inside
@@ -55,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.dvf import Codec, DvfSettings, delivery_mbps
 from engine.executor import EngineError, HostEngine
 from schemes.schedule import Schedule, from_host_part
 
@@ -70,6 +78,11 @@ class Compute:
         self.index = index
         self.loss: float | None = None
         self.model = None
+        self.numpy = None
+        if cfg["mode"] == "numpy":  # Parameter Flow's LR and MF (engine.npmodels): real sparse updates
+            from engine.npmodels import MODELS
+
+            self.numpy = MODELS[cfg["model"]](n_elems, cfg["batch_size"], cfg["seed"], index, cfg["lr"])
         if cfg["mode"] == "tf":
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
             import tensorflow as tf
@@ -91,9 +104,18 @@ class Compute:
                 raise SystemExit(f"model has {got} parameters, the schedule {n_elems}")
 
     def gradient(self, iteration: int) -> np.ndarray:
+        # with `step_decay` (Parameter Flow's models) what a worker hands out is its update at the
+        # paper's SGD step eta / sqrt(t) (t = iteration + 1), over eta: DVF's delta / sqrt(t) then
+        # holds back a steady share of it, as in the paper, and apply's lr makes the step eta / sqrt(t)
+        decay = 1 / np.sqrt(iteration + 1) if self.cfg.get("step_decay") else 1.0
+        if self.numpy is not None:
+            g = self.numpy.gradient(iteration)
+            self.loss = self.numpy.loss
+            return (g * decay).astype(np.float32)
         if self.model is None:
             time.sleep(self.cfg["compute_s"])
-            return calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
+            g = calibrated_gradient(self.cfg["seed"], iteration, self.index, self.n_elems)
+            return (g * decay).astype(np.float32) if decay != 1.0 else g
         tf = self.tf
         with tf.GradientTape() as tape:
             logits = self.model(self.x, training=True)
@@ -103,6 +125,9 @@ class Compute:
         return np.concatenate([g.numpy().ravel() for g in grads]).astype(np.float32)
 
     def apply(self, total: np.ndarray, workers: int) -> None:
+        if self.numpy is not None:
+            self.numpy.apply(total, workers)
+            return
         if self.model is None:
             return
         step = total * (self.cfg["lr"] / workers)
@@ -216,6 +241,9 @@ async def run(cfg: dict[str, Any]) -> None:
     engine = HostEngine(name, sched, addresses, streams=int(cfg.get("streams", 1)), barrier=bool(cfg.get("barrier")))
     if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
         engine.trace = []
+    dvf = DvfSettings.from_config(cfg)
+    if dvf.mode != "off":  # PF's DVF: run-time message sizes (engine.dvf)
+        engine.codec = Codec(dvf, [c.length for c in sched.chunks])
     plans = Plans(Path(cfg["run_dir"]), name) if cfg.get("replan") else None
     if plans is not None:  # a later plan may send to any host: connect to all of them now
         engine.out_peers = engine.in_peers = sorted(set(sched.hosts) - {name})
@@ -229,10 +257,13 @@ async def run(cfg: dict[str, Any]) -> None:
     await engine.listen()
     await engine.connect()
     total = cfg["warmup"] + cfg["iterations"]
+    staleness = int(cfg.get("staleness") or 0)
     with (out_dir / f"{name}.jsonl").open("w") as log:
         log.write(json.dumps({"ready": True, "host": name, "t": time.time()}) + "\n")
         log.flush()
-        for it in range(total):
+        if staleness and compute:  # SSP: this worker's iterations overlap (servers stay in order)
+            await run_ssp(cfg, engine, compute, dvf, staleness, total, log)
+        for it in range(total if not (staleness and compute) else 0):
             started = time.time()
             if it == cfg["warmup"]:  # t0: the pause windows start counting here
                 engine.pauses = sorted((started + a, started + b) for a, b in pauses)
@@ -245,6 +276,8 @@ async def run(cfg: dict[str, Any]) -> None:
             tb = time.monotonic()
             await engine.barrier(it)  # with `barrier`: every host starts the synchronisation together
             t1 = time.monotonic()
+            if engine.codec is not None:
+                engine.codec.begin(it, link_rates(engine, dvf.sufficient_mbps))
             tcp0 = tcp_counters(engine) if plans is not None else None
             counters = await engine.synchronise(buf, it)
             t2 = time.monotonic()
@@ -265,19 +298,108 @@ async def run(cfg: dict[str, Any]) -> None:
                 "apply_s": t3 - t2,
                 "sent_bytes": counters.sent,
                 "received_bytes": counters.received,
+                "first_send_t": counters.first_send_t,
+                "last_recv_t": counters.last_recv_t,
                 "loss": compute.loss if compute else None,
                 "started": started,
                 "ended": time.time(),
             }
+            if engine.codec is not None:
+                row["raw_sent_bytes"] = counters.raw_sent
+                row["sent_by_peer"] = dict(counters.per_peer_sent)
+                row["dvf"] = engine.codec.done(it)
             if engine.trace is not None:
                 row["trace"] = list(engine.trace)
+                row["sync_t0"] = engine._t0  # monotonic, shared by the hosts of this machine
             if plans is not None:
                 row["plan"] = plans.version
                 row["peers"] = peers
             log.write(json.dumps(row) + "\n")
             log.flush()
+        if engine.codec is not None and cfg.get("check"):
+            np.save(check_dir / f"residual-{name}.npy", engine.codec.residual())
         log.write(json.dumps({"done": True, "host": name}) + "\n")
     await engine.close()
+
+
+async def run_ssp(
+    cfg: dict[str, Any], engine: HostEngine, compute: Compute, dvf: DvfSettings, staleness: int, total: int, log: Any
+) -> None:
+    """A worker under SSP with staleness s (Parameter Flow's UCC-SSP): it pushes clock t's update
+    and goes on computing while the broadcast of t is on its way, but starts computing clock t only
+    once it has applied the broadcasts of every clock up to t - s - 1 (the paper's "a worker blocks
+    when its clock minus its parameter version exceeds s"); broadcasts are applied in clock order.
+    s = 0 is BSP. Compute runs in a thread so the synchronisations in flight keep moving. A server
+    finalises and broadcasts U^t once every worker pushed t, as under BSP (it does not fold a fast
+    worker's later updates into U^t, the paper's set B: they arrive in their own clock's sum).
+    Each row: compute_s, barrier_s (the time blocked by staleness), sync_s (push to the last
+    broadcast byte, overlapping later compute), apply_s, and the wall times `started` (compute
+    starts), `sync_started`, `sync_done`."""
+    name, workers = engine.name, len(engine.schedule.workers)
+    check_dir = Path(cfg["run_dir"]) / "check"
+    pending: dict[int, asyncio.Task] = {}
+    rows: dict[int, dict[str, Any]] = {}
+
+    async def sync(it: int, buf: np.ndarray) -> tuple[np.ndarray, Any, float, float]:
+        t1 = time.time()
+        counters = await engine.synchronise(buf, it)
+        return buf, counters, t1, time.time()
+
+    async def finish(it: int) -> None:
+        buf, counters, t1, t2 = await pending.pop(it)
+        a = time.monotonic()
+        compute.apply(buf, workers)
+        if cfg.get("check"):
+            np.save(check_dir / f"{it}-{name}-out.npy", buf)
+        row = rows.pop(it)
+        row.update(
+            sync_s=t2 - t1, apply_s=time.monotonic() - a, sent_bytes=counters.sent, received_bytes=counters.received,
+            first_send_t=counters.first_send_t, last_recv_t=counters.last_recv_t, sync_started=t1, sync_done=t2,
+            ended=time.time(), staleness=staleness,
+        )  # fmt: skip
+        if engine.codec is not None:
+            row["raw_sent_bytes"] = counters.raw_sent
+            row["sent_by_peer"] = dict(counters.per_peer_sent)
+            row["dvf"] = engine.codec.done(it)
+        log.write(json.dumps(row) + "\n")
+        log.flush()
+
+    for it in range(total):
+        tw = time.monotonic()
+        for t in sorted(pending):
+            if t <= it - staleness - 1:
+                await finish(t)
+        waited = time.monotonic() - tw
+        started = time.time()
+        t0 = time.monotonic()
+        buf = await asyncio.to_thread(compute.gradient, it)
+        computed = time.monotonic() - t0
+        if cfg.get("check"):
+            np.save(check_dir / f"{it}-{name}-in.npy", buf)
+        rows[it] = {
+            "iteration": it, "warmup": it < cfg["warmup"], "host": name, "role": "worker", "compute_s": computed,
+            "barrier_s": waited, "loss": compute.loss, "started": started,
+        }  # fmt: skip
+        if engine.codec is not None:
+            engine.codec.begin(it, link_rates(engine, dvf.sufficient_mbps))
+        pending[it] = asyncio.create_task(sync(it, buf))
+        await asyncio.sleep(0)  # let the push leave before the next compute starts
+    for t in sorted(pending):
+        await finish(t)
+
+
+def link_rates(engine: HostEngine, below_mbps: float) -> dict[str, float | None]:
+    """Each peer this host sends to: its connections' latest measured delivery rate (the slowest
+    of them, Mbit/s; engine.dvf.delivery_mbps), None where nothing says yet."""
+    out: dict[str, float | None] = {}
+    for peer, writers in engine.writers.items():
+        rates = []
+        for w in writers:
+            sock = w.get_extra_info("socket")
+            rates.append(delivery_mbps(sock, below_mbps) if sock is not None else None)
+        known = [r for r in rates if r is not None]
+        out[peer] = min(known) if known else None
+    return out
 
 
 def verify_sums(run_dir: Path, workers: list[str], tolerance: float = 1e-5) -> list[str]:
@@ -290,8 +412,13 @@ def verify_sums(run_dir: Path, workers: list[str], tolerance: float = 1e-5) -> l
     for it in iterations:
         want = sum(np.load(check / f"{it}-{w}-in.npy").astype(np.float64) for w in workers)
         scale = float(np.max(np.abs(want))) or 1.0
+        if not np.all(np.isfinite(want)):
+            problems.append(f"iteration {it}: the workers' inputs are not all finite (a diverged model)")
         for w in workers:
             got = np.load(check / f"{it}-{w}-out.npy")
+            if not np.all(np.isfinite(got)):
+                problems.append(f"iteration {it}, {w}: its result is not all finite")
+                continue
             err = float(np.max(np.abs(got - want))) / scale
             if err > tolerance:
                 problems.append(f"iteration {it}, {w}: relative error {err:.2e} > {tolerance:g}")

@@ -243,6 +243,7 @@ class FasterThan(_Claim):
     than: str
     paper: str | None = Field(default=None, description="key into results/reference/psnet-paper.yaml")
     tolerance: float = Field(default=0.15, gt=0, description="relative, for the comparison with the paper")
+    unit: str = Field(default="s", description="the figure's metric's unit (s; MB for metric wire)")
 
     def named_series(self) -> list[str]:
         return [self.series, self.than]
@@ -263,7 +264,7 @@ class FasterThan(_Claim):
                 f"(as run: {slow.bct:.2f} s / {fast.bct:.2f} s = {as_run:.2f}x)"
             )
         else:
-            detail = f"{self.than} {slow.bct:.2f} s / {self.series} {fast.bct:.2f} s = {ratio:.2f}x"
+            detail = f"{self.than} {slow.bct:.2f} {self.unit} / {self.series} {fast.bct:.2f} {self.unit} = {ratio:.2f}x"
         detail += f" (paper {paper}x)" if paper else ""
         first = judged(self, label, [fast, slow], ratio > 1, detail, group, ratio=ratio, as_run=as_run, paper=paper)
         out = [first.model_copy(update={"unit": unit})]
@@ -292,6 +293,8 @@ class FasterThan(_Claim):
         tolerance, the rest of a step (compute, PS update, TF overhead) that the paper's ratio
         implies, beside ours."""
         pp, pf = fast.pred, slow.pred
+        if self.unit != "s":  # not a time: no model of it to set beside
+            return f"measured {ratio:.2f}x"
         if pp.get("gst_s") and pf.get("gst_s"):  # scheme jobs: the schedules' own expectation
             return (
                 f"measured {ratio:.2f}x; the schedules (bytes on the busiest cable over its rate) give "

@@ -78,9 +78,10 @@ class Figure(BaseModel):
     title: str
     xlabel: str = ""
     plot: str = Field(default="bars", description="bars | lines")
-    metric: Literal["bct", "gst"] = Field(
+    metric: Literal["bct", "gst", "bcast", "wire"] = Field(
         default="bct",
-        description="what is plotted and judged: bct (iteration time) or gst (synchronisation time of scheme jobs)",
+        description="what is plotted and judged: bct (iteration time) or, for scheme jobs, gst (synchronisation "
+        "time), bcast (a worker's time to receive the servers' broadcast) or wire (MB sent per iteration)",
     )
     scale: float | None = Field(default=None, description="default scale (else B_w / emulated_mbps)")
     emulated_mbps: float | None = Field(default=None, description="emulate every B_w at this rate")
@@ -123,7 +124,7 @@ def figure_names(mode: Literal["emulated", "model", "all"] = "emulated") -> list
 
 #: `testbed replay GROUP`: the figures of one paper. The PSNet paper's files are named figN; the
 #: other papers' start with their system's name (rat-fig6, hips-table3). `all` is every figure.
-GROUPS = {"psnet": r"fig\d+", "rat": r"rat-.+", "hips": r"hips-.+", "plink": r"plink-.+"}
+GROUPS = {"psnet": r"fig\d+", "rat": r"rat-.+", "hips": r"hips-.+", "plink": r"plink-.+", "pf": r"pf-.+"}
 
 
 def group_names(group: str, mode: Literal["emulated", "model", "all"] = "all") -> list[str] | None:
@@ -153,7 +154,15 @@ def load_figure(name: str) -> Figure:
 
 
 #: how each metric is named in tables and plots
-METRIC_LABELS = {"bct": "BCT", "gst": "GST (sync per iteration)"}
+METRIC_LABELS = {
+    "bct": "BCT",
+    "gst": "GST (sync per iteration)",
+    "bcast": "broadcast delivery per iteration",
+    "wire": "bytes on the wire per iteration",
+}
+#: the run summary's field each metric is (runs.summary.METRIC_FIELDS), and its unit
+METRIC_KEYS = {"bct": "bct_s", "gst": "gst_s", "bcast": "bcast_s", "wire": "wire_mb"}
+METRIC_UNITS = {"bct": "s", "gst": "s", "bcast": "s", "wire": "MB"}
 
 
 def rep_dir(out: Path, point: Point, rep: int) -> Path:

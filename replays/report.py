@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from replays import decomposition as decomp
-from replays import figsummary, outputs
+from replays import dvfclocks, figsummary, outputs
 from replays.claims import (
     PAPER_EQ,
     REFERENCE,
@@ -32,7 +32,7 @@ from replays.claims import (
     paper_reference,
 )
 from replays.evidence import PointFidelity
-from replays.figure import METRIC_LABELS, REPO, Figure, Point, rep_dir
+from replays.figure import METRIC_KEYS, METRIC_LABELS, METRIC_UNITS, REPO, Figure, Point, rep_dir
 from runs.stats import describe
 from runs.summary import RunSummary, Stats, SummaryError, read_summary
 from workloads.experiment import host_time_mode
@@ -177,7 +177,7 @@ def collect(
     """Each point's repetitions: the mean of `metric` (bct, or gst for scheme jobs) per finished run.
     `redrawn`: summaries recomputed by --report-only (by their summary.json's path), read instead
     of the files, which stay as the runs wrote them."""
-    key = f"{metric}_s"
+    key = METRIC_KEYS[metric]
     rows = []
     for p in points:
         row = Row(p, metric=key)
@@ -244,7 +244,7 @@ class FigureReport(BaseModel):
 
     figure: str
     title: str
-    metric: str = Field(default="bct", description="bct | gst: what the points' means are of")
+    metric: str = Field(default="bct", description="bct | gst | bcast | wire: what the points' means are of")
     quick: bool
     repetitions: int = Field(description="repetitions asked for per point")
     repeat_as: str = Field(
@@ -261,6 +261,9 @@ class FigureReport(BaseModel):
     claims: list[ClaimResult]
     decomposition: list[decomp.Decomposition] = Field(default_factory=list, description="paper-equivalent s")
     ratio_curves: list[decomp.RatioCurve] = Field(default_factory=list, description="speed-up vs host time")
+    dvf_clocks: list[dict[str, Any]] = Field(
+        default_factory=list, description="Parameter Flow's DVF points: the traffic cut per clock (replays.dvfclocks)"
+    )
 
     @property
     def faithful_points(self) -> int:
@@ -459,7 +462,7 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
                     ax.plot(xs, [b[0] for _, _, b in lines], "--", color=color, alpha=0.6, label=f"{s} BCT_min (model)")
             ax.set_title(g)
             ax.set_xlabel(fig.xlabel)
-            unit = "paper-equivalent s" if paper_eq else "s, emulated"
+            unit = "paper-equivalent s" if paper_eq else _unit(fig.metric)
             ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit})")
             if ax.get_legend_handles_labels()[0]:  # a panel with no point measured has no legend
                 ax.legend(fontsize=7)
@@ -480,13 +483,18 @@ def plot(fig: Figure, rows: list[Row], path: Path) -> None:
             ax.bar(xs, ys, width, yerr=errs, capsize=3, label=s, color=f"C{i}")
         _formula_markers(ax, rows, groups, series, width)
         ax.set_xticks(range(len(groups)), groups)
-        unit = "paper-equivalent s" if paper_eq else "s, emulated"  # report.md says how: comm x compress + rest
+        unit = "paper-equivalent s" if paper_eq else _unit(fig.metric)  # report.md says how: comm x compress + rest
         ax.set_ylabel(f"{METRIC_LABELS[fig.metric]} ({unit}; bars: 95% CI)", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     fig_.suptitle(fig.title, fontsize=10)
     fig_.tight_layout()
     outputs.save_png(fig_, path)
+
+
+def _unit(metric: str) -> str:
+    """A metric's unit as a plot's axis names it."""
+    return "s, emulated" if METRIC_UNITS[metric] == "s" else f"{METRIC_UNITS[metric]}, emulated"
 
 
 def _formula_markers(ax: Any, rows: list[Row], groups: list[str], series: list[str], width: float) -> None:
@@ -513,6 +521,12 @@ METRIC_TEXT = {
     "gst": "- GST: per run, the mean over its measured iterations of the slowest worker's synchronisation time "
     "(emulated seconds; RAT's ICT without compute); per point, the mean over its repetitions; model: the "
     "schedule's bytes on the busiest cable over that cable's rate (a bound a perfectly pipelined run meets)",
+    "bcast": "- broadcast: per run, the mean over its measured iterations of the time a worker took to receive "
+    "all aggregated updates (from the servers' first send to each worker's last receive, the mean over the "
+    "workers; emulated seconds); per point, the mean over its repetitions",
+    "wire": "- wire: per run, the mean over its measured iterations of the MB the engine put on the wire (every "
+    "host's sends, pushes and broadcasts, after DVF and the wire form; emulated MB); per point, the mean over its "
+    "repetitions; summary.json's nic_bytes has what the hosts' interfaces carried",
 }
 
 
@@ -600,12 +614,13 @@ def markdown(rep: FigureReport) -> str:
         lines.append(
             f"- wall time of the last sweep: {rep.wall_s / 60:.1f} min (time queued behind other emulations left out)"
         )
+    unit = METRIC_UNITS[rep.metric]
     lines += [
         "",
         f"![{rep.figure}]({rep.figure}.png)",
         "",
-        f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | P50 (s) | P95 (s) "
-        "| model (s) | eq. | scale | compress | paper-eq. (s) | faithful |",
+        f"| point | series | group | x | {rep.metric.upper()} mean ({unit}) | 95% CI ({unit}) | CI over "
+        f"| P50 ({unit}) | P95 ({unit}) | model (s) | eq. | scale | compress | paper-eq. (s) | faithful |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in rep.points:
@@ -715,6 +730,11 @@ def write_report(
         title = f"{fig.title}: speed-up vs host time"
         plots.append((f"{fig.figure}-ratio.png", lambda p: decomp.plot(rep.ratio_curves, p, title)))
     text = markdown(rep)
+    rep.dvf_clocks = dvfclocks.curves(rows)  # Parameter Flow's runs with DVF: the cut per clock (Fig. 9)
+    if rep.dvf_clocks:
+        png = f"{fig.figure}-clocks.png"
+        plots.append((png, lambda p: dvfclocks.plot(rep.dvf_clocks, p, f"{fig.title}: DVF's cut per clock")))
+        text += "\n".join(dvfclocks.markdown(rep.dvf_clocks)).replace("CLOCKS_PNG", png) + "\n"
     if any(s.get("autotune") for r in rows for s in r.summaries):  # PLink's Fig. 10: GST over the run
         plots.append((f"{fig.figure}-iterations.png", lambda p: plot_iterations(fig, rows, p)))
         at = text.index("\n## The paper's claims")
@@ -762,7 +782,7 @@ def speedup_curves(
     """Each point's BCT in parts that add up, and the speed-up over host time for each of the
     figure's speed-ups the paper states a number for (replays.decomposition); ([], []) when it has none."""
     speedups = [(c.series, c.than, c.paper) for c in fig.claims if isinstance(c, FasterThan) and c.paper]
-    if not speedups:
+    if not speedups or fig.metric != "bct":  # the decomposition splits step times
         return [], []
     return decomp.curves(rows, speedups, lambda key, group: paper_number(key, group, reference))
 

@@ -26,9 +26,12 @@ from typing import Any
 
 from emulation.fidelity import Monitor
 from emulation.flows import FlowSampler
+from emulation.measure import nic_bytes
 from emulation.net import Testbed
+from engine.dvf import SUFFICIENT_SHARE, verify_dvf
 from engine.emulated import run_in_testbed
 from engine.host import verify_sums
+from engine.npmodels import LEARNING_RATES
 from engine.processes import read_rows
 from runs import plink_groups
 from runs.autotune import Autotune
@@ -57,7 +60,7 @@ from topologies.files import atomic_open, write_json_atomic
 from topologies.model import Network
 from topologies.schema import TopologySpec
 from workloads.errors import RunError, Unrecoverable
-from workloads.experiment import ExperimentError, ExperimentSpec, JobSpec
+from workloads.experiment import BYTES_ONLY, ExperimentError, ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
 _COUNT = {2: "two", 3: "three"}
@@ -70,6 +73,7 @@ ROW_FIELDS = [
     "sync_s",
     "apply_s",
     "sent_bytes",
+    "raw_sent_bytes",
     "received_bytes",
     "loss",
 ]
@@ -127,7 +131,14 @@ def job_hosts(job: JobSpec, net: Network, where: str) -> tuple[list[str], list[s
 def scheme_options(job: JobSpec) -> dict[str, Any]:
     """The job's options a schedule compiles from (schemes.registry.gather's `options`)."""
     segment = round(job.segment_kb * 1024) if job.engine else 0  # TF's PS job moves its own tensors
-    return {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel, "segment_bytes": segment or None}
+    return {
+        "hips_stages": job.hips_stages,
+        "hips_parallel": job.hips_parallel,
+        "segment_bytes": segment or None,
+        "pf_tree": job.pf_tree,
+        "pf_degree": job.pf_degree,
+        "pf_depth": job.pf_depth,
+    }
 
 
 def prepare(job: JobSpec, net: Network, scale: float, where: str, grouped: Grouped | None = None) -> Prepared:
@@ -165,7 +176,8 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str, grouped: Group
         "model": job.model,
         "width": width,
         "batch_size": job.batch_size,
-        "lr": 0.01,
+        "lr": LEARNING_RATES.get(job.model, 0.01),
+        "step_decay": job.model in BYTES_ONLY,  # Parameter Flow's models: updates at eta / sqrt(t)
         "seed": job.seed,
         "warmup": job.warmup,
         "iterations": job.iterations,
@@ -174,6 +186,9 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str, grouped: Group
         "both_ways": inputs.both_ways,
         "streams": job.streams,
         "barrier": job.barrier,
+        "staleness": job.staleness,
+        "costs": [[a, b, c] for (a, b), c in (inputs.costs or {}).items()],
+        "dvf": dvf_config(job, net, workers),
         "replan": bool(job.autotune),  # PLink's Autotune: the hosts take new plans between iterations
         **options,
         **inputs.config(),
@@ -203,6 +218,89 @@ def autotuner(job: JobSpec, prep: Prepared, run_dir: Path) -> Autotune | None:
     groups = dict(i.clusters)  # type: ignore[arg-type]
     start = initial_plan(i.workers, groups, i.n_elems, i.bandwidth_mbps)
     return Autotune(run_dir, i.workers, groups, i.n_elems, i.segment_bytes, start, i.bandwidth_mbps)
+
+
+def _moved(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """What a host's interfaces carried between two reads (emulation.measure.nic_bytes): rx and tx
+    bytes summed over its interfaces, headers and the run's set-up and warm-up included."""
+    rx = sum(a[0] - before.get(i, (0, 0))[0] for i, a in after.items())
+    tx = sum(a[1] - before.get(i, (0, 0))[1] for i, a in after.items())
+    return {"rx": rx, "tx": tx}
+
+
+def dvf_config(job: JobSpec, net: Network, workers: list[str]) -> dict[str, Any]:
+    """The engine's DVF settings (engine.dvf.DvfSettings): the mode, delta_low and delta_up, and
+    the emulated rate a link must measure to be "sufficient": the job's paper-equivalent rate over
+    the topology's scale, or the paper's 50 Mbit/s at 1 Gbit/s (5% of the workers' link rate, the
+    slowest worker's link, emulated)."""
+    if job.dvf_sufficient_mbps is not None:
+        sufficient = net.spec.emulated(job.dvf_sufficient_mbps)
+    else:
+        sufficient = SUFFICIENT_SHARE * min(ln.mbps for w in workers for ln in net.links_of(w))
+    return {
+        "mode": job.dvf,
+        "delta_low": job.dvf_delta_low or 0.0,
+        "delta_up": job.dvf_delta_up or 0.0,
+        "sufficient_mbps": sufficient,
+    }
+
+
+def ssp_steps(rows: list[dict]) -> dict[int, float]:
+    """Per measured iteration under SSP: from the last worker starting its compute of that clock to
+    the last starting the next (the last clock: to the last worker's final broadcast received), so
+    the steps add up to the measured iterations' wall time, as BSP's do."""
+    ws = [r for r in rows if r["role"] == "worker"]
+    its = sorted({r["iteration"] for r in ws})
+    start = {t: max(r["started"] for r in ws if r["iteration"] == t) for t in its}
+    end = max(r["sync_done"] for r in ws if r["iteration"] == its[-1]) if its else 0.0
+    return {t: (start[its[i + 1]] if i + 1 < len(its) else end) - start[t] for i, t in enumerate(its)}
+
+
+def broadcast_s(rows: list[dict]) -> list[float]:
+    """Per measured iteration, the time a worker took to receive all aggregated updates (the
+    paper's Fig. 11): from the servers' first send of the iteration to each worker's last receive,
+    the mean over the workers (monotonic clocks: the hosts share this machine)."""
+    out = []
+    for it in sorted({r["iteration"] for r in rows}):
+        rs = [r for r in rows if r["iteration"] == it]
+        starts = [r["first_send_t"] for r in rs if r["role"] == "server" and r.get("first_send_t")]
+        ends = [r["last_recv_t"] for r in rs if r["role"] == "worker" and r.get("last_recv_t")]
+        if starts and ends:
+            out.append(sum(e - min(starts) for e in ends) / len(ends))
+    return out
+
+
+def dvf_summary(rows: list[dict], job: JobSpec, servers: list[str], model_bytes: float) -> dict[str, Any]:
+    """What DVF put on the wire per measured iteration (clock = iteration + 1), by the engine's
+    own count: the pushes (workers to servers) and the broadcasts (servers and relaying workers to
+    workers), each against the raw float32 bytes the same messages carry without DVF (every worker
+    pushes S and receives S), as the paper's Fig. 9 reduces traffic; and the thresholds used."""
+    workers = sorted({r["host"] for r in rows if r["role"] == "worker"})
+    out: dict[str, Any] = {"mode": job.dvf, "delta_low": job.dvf_delta_low, "delta_up": job.dvf_delta_up}
+    clocks = []
+    for it in sorted({r["iteration"] for r in rows}):
+        rs = [r for r in rows if r["iteration"] == it]
+        push = sum(n for r in rs if r["role"] == "worker" for p, n in r.get("sent_by_peer", {}).items() if p in servers)
+        wire = sum(r["sent_bytes"] for r in rs)
+        raw = len(workers) * model_bytes
+        clocks.append(
+            {
+                "clock": it + 1,
+                "push_bytes": push,
+                "broadcast_bytes": wire - push,
+                "raw_push_bytes": raw,
+                "raw_broadcast_bytes": raw,
+                "push_reduced": 1 - push / raw,
+                "broadcast_reduced": 1 - (wire - push) / raw,
+                "reduced": 1 - wire / (2 * raw),
+                "deltas": sorted({r["dvf"]["delta"] for r in rs if "dvf" in r}),
+                "sent_share": sum(r["dvf"]["sent_entries"] for r in rs if "dvf" in r)
+                / max(1, sum(r["dvf"]["originated"] for r in rs if "dvf" in r)),
+            }
+        )
+    out["clocks"] = clocks
+    out["reduced_mean"] = sum(c["reduced"] for c in clocks) / len(clocks) if clocks else None
+    return out
 
 
 def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
@@ -259,7 +357,7 @@ def run_scheme_job(
     if provenance:
         manifest["provenance"] = provenance
     hosts = workers + servers
-    timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s)
+    timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s, out_dir=out)
     error = ""
     with Testbed(net) as tb:
         start_run_dir(out, keep_previous)  # the emulator is this run's now: no other run writes here
@@ -281,6 +379,8 @@ def run_scheme_job(
                 tuner.tick()
             stall.check()
 
+        counted = hosts + timeline.background_hosts  # the shuffles' hosts too: their bytes on the wire
+        nics_before = {h: nic_bytes(tb, h) for h in counted}
         try:
             run = run_in_testbed(
                 tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick, schedule=sched
@@ -292,6 +392,7 @@ def run_scheme_job(
             verdict = monitor.stop()
             busiest = flows.stop()
             timeline.finish()
+            nics = {h: _moved(nics_before[h], nic_bytes(tb, h)) for h in counted}
     if run is None:
         raise RunError(f"{where}: {error}")
     with atomic_open(out / "iterations.csv", newline="") as f:
@@ -304,7 +405,12 @@ def run_scheme_job(
         if r["role"] == "worker":
             t = r["compute_s"] + r.get("barrier_s", 0.0) + r["sync_s"] + r["apply_s"]
             by_it[r["iteration"]] = max(by_it.get(r["iteration"], 0.0), t)
-    problems = verify_sums(out / "engine", workers) if job.check else []
+    if job.staleness:  # SSP: iterations overlap, a step is the time from one clock's start to the next's
+        by_it = ssp_steps(run.rows)
+    problems: list[str] = []
+    if job.check:  # DVF holds entries back: then applied + residual = computed over the run instead
+        held = job.dvf in ("low", "up", "dynamic")
+        problems = verify_dvf(out / "engine", workers, hosts) if held else verify_sums(out / "engine", workers)
     expected = expected_sync_s(net, sched)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
@@ -314,6 +420,7 @@ def run_scheme_job(
         "complete": True,
         "scheme": job.scheme,
         "compute": job.compute,
+        "staleness": job.staleness,
         "compute_s_per_step": cfg["compute_s"],
         "model": job.model,
         "workers": len(workers),
@@ -325,15 +432,17 @@ def run_scheme_job(
         "compress": exp.compress,
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
+        "wire_mb": describe([i["sent_bytes"] / 1e6 for i in its]),
         "gst_iterations_s": [round(i["sync_s"], 4) for i in its],  # per measured iteration, in order
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
         "gst_formula_s": gst_formula_s,
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},
+        "nic_bytes": nics,
         "cross_region_bytes": cross_region_bytes(sched, regions),
         "chain_length": chain_length(sched),
-        "loss": [i["loss"] for i in its] if job.compute == "tf" else None,
+        "loss": [i["loss"] for i in its] if job.compute in ("tf", "numpy") else None,
         "sums_checked": job.check,
         "sum_problems": problems,
         "fidelity": verdict.as_dict(),
@@ -344,6 +453,10 @@ def run_scheme_job(
         "segment_kb": job.segment_kb,
         "barrier": job.barrier,
     }
+    if servers:
+        summary["bcast_s"] = describe(broadcast_s(run.rows))
+    if job.dvf != "off":
+        summary["dvf"] = dvf_summary(run.rows, job, servers, model_bytes)
     if tuner is not None:
         tuner.tick()  # the last iterations' rows
         summary["autotune"] = tuner.record()

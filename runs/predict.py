@@ -31,7 +31,10 @@ def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
     unchanged (width 1); otherwise the width is solved for the paper's S divided by the scale.
     """
     from tfjob import dnn
+    from workloads.experiment import BYTES_ONLY
 
+    if job.model in BYTES_ONLY:  # Parameter Flow's numpy models and payload: sized by bytes alone
+        return 1.0, float(max(1, round(job.paper_bytes / scale / 4)) * 4)
     if job.width is not None or (scale == 1 and job.model_bytes is None):
         width = job.width or 1.0
         return width, dnn.param_bytes(job.model, width)

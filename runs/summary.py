@@ -153,6 +153,10 @@ class Hardware(Record):
     servers: dict[str, dict[str, Any]] = {}
 
 
+#: the summary fields a figure's metric may be
+METRIC_FIELDS = ("bct_s", "gst_s", "bcast_s", "wire_mb")
+
+
 class RunSummary(Record):
     """One run's summary.json (or one job's, under `jobs`). Fields by writer:
     every run: name, complete, error, scale, compress, model, workers, ps, the hosts, batch_size,
@@ -161,7 +165,8 @@ class RunSummary(Record):
     predicted (runs.predict: the paper's model), predicted_placement, host_time*, step_split
     (runs.steptime), timings, ps_nic_bytes, jobs (several jobs), round (runs.rounds);
     scheme jobs (runs.engine_job): scheme, compute, gst_s, expected_sync_s, gst_formula_s,
-    bytes_per_host, cross_region_bytes, chain_length, loss, sums_checked, sum_problems;
+    bytes_per_host, cross_region_bytes, chain_length, loss, sums_checked, sum_problems, nic_bytes,
+    dvf (pf);
     hardware (servers.hardware): mode, prediction_applies, hardware; a timeline: timeline;
     the sweep: retries. `predicted` stays a dict: its keys are the model's (the paper's
     equations for a TF job, the schedule's `gst_s` for a scheme), read by replays.claims."""
@@ -213,12 +218,17 @@ class RunSummary(Record):
     loss: list[Any] | None = None
     sums_checked: bool = False
     sum_problems: list[str] = []
+    bcast_s: Stats | None = None  # scheme jobs with servers: the broadcast's delivery per iteration
+    wire_mb: Stats | None = None  # scheme jobs: MB the engine put on the wire per iteration (all hosts)
+    nic_bytes: dict[str, dict[str, Num]] | None = None  # scheme jobs: each host's interfaces, rx/tx
+    dvf: dict[str, Any] | None = None  # pf with DVF: what it cut per clock (runs.engine_job.dvf_summary)
 
     def metric(self, key: str) -> Stats | None:
-        """The statistics a figure plots: `bct_s`, or `gst_s` for scheme jobs."""
-        if key not in ("bct_s", "gst_s"):
-            raise ValueError(f"metric {key!r}: bct_s or gst_s")
-        return self.bct_s if key == "bct_s" else self.gst_s
+        """The statistics a figure plots: `bct_s`, or for scheme jobs `gst_s`, `bcast_s` (the
+        broadcast's delivery) or `wire_mb` (bytes on the wire)."""
+        if key not in METRIC_FIELDS:
+            raise ValueError(f"metric {key!r}: one of {', '.join(METRIC_FIELDS)}")
+        return getattr(self, key)
 
     @property
     def faithful(self) -> bool | None:

@@ -1,34 +1,62 @@
-"""Parameter Flow's update-centric synchronisation (UCC-BSP) with TSB, as a schedule.
+"""Parameter Flow's update-centric synchronisation (UCC-BSP) with TSB's broadcast tree, as a schedule.
 
 Workers push their update's shard p to server p (as the PS scheme does); server p sums the W
 shards and, instead of every worker pulling it, broadcasts the sum down an overlay tree of workers
-(TSB: the tree workloads/pf.tsb_tree solves from the paper's P3): the server sends to the root's
-children, and every worker that receives the sum passes it on to its own children. All P servers
-use the same tree (the paper's representative root). With the engine's segments a relay forwards a
-segment while the next arrives: the paper's streaming broadcast. A server then sends T (its
-children) copies of its shard instead of W, and the workers carry the rest.
+(TSB): the server sends to the root's children, and every worker that receives the sum passes it
+on to its own children. All P servers use the same tree (the paper's representative root). With
+the engine's segments a relay forwards a segment while the next arrives: the paper's streaming
+broadcast. A server then sends T (its children) copies of its shard instead of W, and the workers
+carry the rest. `pf_tree: flat` is the same push and broadcast without the tree: every server
+sends to every worker (the bytes of `ps`, under PF's name).
 
-DVF's filtered, variable-size updates and SSP are not in this schedule (a schedule's messages have
-sizes known before the run); they come with the engine's run-time message sizes.
+TSB's tree is the paper's integer program P3 (Eqs. 12-21): each worker gets one parent (another
+worker, or the servers' representative root), a node has at most T children, no worker is more
+than H hops from the root, and the cost is the sum of the tree's edge costs (the root's edges
+cost what they cost from every server, as all p servers share its children) plus alpha per leaf
+(the paper's term that balances the tree). The paper's path-inheritance depth constraints (Eqs.
+16, 17: O(n^3) binaries) are replaced by the equivalent integer depth per node (depth(child) >=
+depth(parent) + 1 on a chosen edge, depth <= H), which admits exactly the trees of depth <= H.
+Solved exactly by scipy's `milp` (HiGHS) rather than CPLEX. Edge costs follow the paper's tier
+tree (after Barroso et al.): 0.1 within one edge switch, 0.5 within one aggregation block, 1.0
+across (`tier_cost`, from the switches on the topology's own shortest path: `tier_costs`).
+
+DVF's filtered, variable-size updates are not in the schedule (its messages' sizes are known only
+at run time): the engine's codec (engine/dvf.py) filters, encodes and forwards them on these steps.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from schemes.flat import _check
 from schemes.schedule import Op, Schedule, ScheduleError, split
 
-#: the tree's root: the servers, as in workloads.pf.ROOT
+if TYPE_CHECKING:
+    from topologies.model import Network
+
+#: the tree's root: the servers
 ROOT = "<servers>"
+#: the paper's TSB setting: at most T children per node, at most H hops from the root
+MAX_DEGREE, MAX_DEPTH = 5, 3
+#: the tier tree's edge costs: one edge switch, one aggregation block, across blocks
+TIER_COSTS = (0.1, 0.5, 1.0)
+#: the broadcast's shapes: P3's tree, or every server to every worker
+TREES = ("tsb", "flat")
 
 
 def push_broadcast(workers: Sequence[str], n_elems: int, servers: Sequence[str], parent: Mapping[str, str]) -> Schedule:
     """UCC-BSP over `parent` (worker -> its parent worker, or ROOT for the servers' children)."""
     ws = _check(workers, least=1)
     ss = tuple(servers)
-    if not ss or set(ss) & set(ws):
-        raise ScheduleError(f"pf: servers {list(ss)} must be hosts that are not workers")
+    if not ss or set(ss) & set(ws) or len(set(ss)) != len(ss):
+        raise ScheduleError(f"pf: servers {list(ss)} must be distinct hosts that are not workers")
     if set(parent) != set(ws) or any(p != ROOT and p not in ws for p in parent.values()):
         raise ScheduleError("pf: the tree must give every worker one parent: a worker or the servers' root")
     children: dict[str, list[str]] = {}
@@ -50,6 +78,29 @@ def push_broadcast(workers: Sequence[str], n_elems: int, servers: Sequence[str],
     return sched
 
 
+def pf(
+    workers: Sequence[str],
+    n_elems: int,
+    servers: Sequence[str],
+    tree: str = "tsb",
+    costs: Mapping[tuple[str, str], float] | None = None,
+    max_degree: int = MAX_DEGREE,
+    max_depth: int = MAX_DEPTH,
+) -> Schedule:
+    """PF's push and broadcast: down P3's tree (`tsb`, on the tier `costs` between the hosts;
+    uniform costs where none are given) or from every server to every worker (`flat`)."""
+    if tree not in TREES:
+        raise ScheduleError(f"pf: pf_tree {tree!r}; use one of {', '.join(TREES)}")
+    if tree == "flat":
+        parent = dict.fromkeys(workers, ROOT)
+    else:
+        try:
+            parent = tsb_tree(workers, costs or {}, servers, max_degree, max_depth).parent
+        except ValueError as err:
+            raise ScheduleError(f"pf: {err}") from None
+    return push_broadcast(workers, n_elems, servers, parent)
+
+
 def _top_down(children: Mapping[str, Sequence[str]]) -> list[str]:
     """The workers from the root's children down, parents before their children."""
     out: list[str] = []
@@ -57,4 +108,139 @@ def _top_down(children: Mapping[str, Sequence[str]]) -> list[str]:
     while level:
         out += level
         level = [c for n in level for c in children.get(n, [])]
+    return out
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A broadcast tree: each worker's parent (ROOT: the servers), and the objective's parts."""
+
+    parent: dict[str, str]
+    cost: float  # the edges' cost, root edges counted once per server
+    leaves: int
+
+    def children(self, node: str) -> list[str]:
+        return sorted(w for w, p in self.parent.items() if p == node)
+
+    def depth(self, worker: str) -> int:
+        d, node = 0, worker
+        while node != ROOT:
+            node, d = self.parent[node], d + 1
+        return d
+
+
+def fits(workers: int, max_degree: int = MAX_DEGREE, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether a tree of this degree and depth holds this many workers below the root."""
+    return max_degree * sum(max_degree**d for d in range(max_depth)) >= workers
+
+
+def tsb_tree(
+    workers: Sequence[str],
+    cost: Mapping[tuple[str, str], float],
+    servers: Sequence[str],
+    max_degree: int = MAX_DEGREE,
+    max_depth: int = MAX_DEPTH,
+    alpha: float = 0.1,
+) -> Tree:
+    """P3's optimal tree (see the module docstring). `cost[(a, b)]`: the edge cost between any two
+    of the workers and servers (either order; a pair it lacks costs 1.0, the paper's most). A tree
+    that T and H cannot hold is an error naming both. Solved once per distinct input (cached): a
+    job compiles its schedule several times (the run, the counters, the flow model, the matrix)."""
+    ws, ss = tuple(workers), tuple(servers)
+    pairs = itertools.combinations((*ws, *ss), 2)
+    key = tuple((a, b, float(cost[(a, b)] if (a, b) in cost else cost.get((b, a), 1.0))) for a, b in pairs)
+    return _solve(ws, ss, key, max_degree, max_depth, alpha)
+
+
+@functools.lru_cache(maxsize=64)
+def _solve(
+    ws: tuple[str, ...],
+    servers: tuple[str, ...],
+    costs: tuple[tuple[str, str, float], ...],
+    max_degree: int,
+    max_depth: int,
+    alpha: float,
+) -> Tree:
+    n = len(ws)
+    nodes = [*ws, ROOT]  # parents: the workers, then the root (index n)
+    if max_degree < 1 or max_depth < 1 or not fits(n, max_degree, max_depth):
+        raise ValueError(f"{n} workers do not fit a tree of degree {max_degree} and depth {max_depth}")
+    table = {(a, b): c for a, b, c in costs} | {(b, a): c for a, b, c in costs}
+
+    def c(a: str, b: str) -> float:
+        if a == ROOT:
+            return sum(c(s, b) for s in servers)
+        return table[(a, b)]
+
+    # variables: l[i, j] (i in nodes, j in workers), t[i] (i in nodes), depth[j] (j in workers)
+    nl = (n + 1) * n
+
+    def li(i: int, j: int) -> int:
+        return i * n + j
+
+    ti = nl
+    di = nl + n + 1
+    nv = di + n
+    obj = np.zeros(nv)
+    for i, a in enumerate(nodes):
+        for j, b in enumerate(ws):
+            obj[li(i, j)] = c(a, b) if a != b else 0.0
+    obj[ti : ti + n + 1] = alpha
+    lo, hi = np.zeros(nv), np.ones(nv)
+    lo[di:], hi[di:] = 1, max_depth
+    for j in range(n):
+        hi[li(j, j)] = 0  # l_ii = 0
+    rows, lbs, ubs = [], [], []
+
+    def row(coefs: dict[int, float], lb: float, ub: float) -> None:
+        r = np.zeros(nv)
+        for k, v in coefs.items():
+            r[k] = v
+        rows.append(r)
+        lbs.append(lb)
+        ubs.append(ub)
+
+    for j in range(n):  # one parent each (13)
+        row({li(i, j): 1 for i in range(n + 1)}, 1, 1)
+    for i in range(n + 1):  # degree (14) and leaf indicator (15)
+        row({li(i, j): 1 for j in range(n)}, 0, max_degree)
+        row({**{li(i, j): 1 for j in range(n)}, ti + i: 1}, 1, np.inf)
+    big = max_depth + 1
+    for i in range(n):  # depth(j) >= depth(i) + 1 - big (1 - l_ij): no cycles, depth <= H
+        for j in range(n):
+            if i != j:
+                row({di + j: 1, di + i: -1, li(i, j): -big}, 1 - big, np.inf)
+    res = milp(
+        obj,
+        constraints=LinearConstraint(np.array(rows), lbs, ubs),
+        integrality=np.ones(nv),
+        bounds=Bounds(lo, hi),
+    )
+    if res.x is None:
+        raise ValueError(f"no broadcast tree of degree {max_degree} and depth {max_depth}: {res.message}")
+    x = np.round(res.x).astype(int)
+    parent = {b: nodes[next(i for i in range(n + 1) if x[li(i, j)])] for j, b in enumerate(ws)}
+    edge_cost = sum(c(p, w) for w, p in parent.items())
+    leaves = sum(1 for node in nodes if node not in parent.values())
+    return Tree(parent, float(edge_cost), leaves)
+
+
+def tier_cost(switches_between: int) -> float:
+    """The tier tree's cost of an edge whose shortest path crosses this many switches: one (the
+    same edge switch) 0.1, up to three (the same aggregation block) 0.5, more 1.0."""
+    if switches_between <= 1:
+        return TIER_COSTS[0]
+    return TIER_COSTS[1] if switches_between <= 3 else TIER_COSTS[2]
+
+
+def tier_costs(net: Network, hosts: Sequence[str]) -> dict[tuple[str, str], float]:
+    """The tier cost of every pair of `hosts`, from the switches on the topology's own shortest
+    path between them (networkx on the model's graph)."""
+    import networkx as nx
+
+    g = nx.Graph(net.graph())
+    out = {}
+    for a, b in itertools.combinations(hosts, 2):
+        path = nx.shortest_path(g, a, b)
+        out[(a, b)] = tier_cost(sum(1 for x in path if not net.nodes[x].is_host))
     return out

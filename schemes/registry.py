@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator
 
 from schemes import gst
+from schemes import pf as pf_scheme
 from schemes.flat import halving_doubling, mesh, ps, ring
 from schemes.hips import PIPELINE, VARIANTS, hips
 from schemes.plink import CHUNKS_PER_HOST, initial_plan, racks, two_level
@@ -47,6 +48,7 @@ class Need(StrEnum):
     DIGITS = "address digits"  # each server's address digits (Kind.address_digits; HiPS)
     CLUSTERS = "clusters"  # hosts grouped by locality (PLink: probes, the topology's racks, or random; `gather`)
     BANDWIDTH = "measured bandwidth"  # per host pair, needed before the run (nothing needs it so far)
+    TIER_COSTS = "tier costs"  # each host pair's tier-tree cost, from the topology's paths (PF's TSB)
 
 
 class Runner(StrEnum):
@@ -92,6 +94,12 @@ class SchemeInputs:
     bandwidth_mbps: Mapping[tuple[str, str], float] | None = None  # PLink: measured per pair
     #: pipelining: every chunk cut into segments of at most this many bytes (schedule.segmented)
     segment_bytes: int | None = None
+    #: PF: the broadcast's shape (tsb: P3's tree; flat: every server to every worker), its T and H
+    pf_tree: str = "tsb"
+    pf_degree: int = pf_scheme.MAX_DEGREE
+    pf_depth: int = pf_scheme.MAX_DEPTH
+    #: PF's TSB: the tier-tree cost of each host pair (schemes.pf.tier_costs; gather fills it)
+    costs: Mapping[tuple[str, str], float] | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SchemeInputs:
@@ -112,6 +120,10 @@ class SchemeInputs:
             clusters=cfg.get("clusters"),
             bandwidth_mbps={(a, b): float(v) for a, b, v in bw} if bw else None,
             segment_bytes=cfg.get("segment_bytes"),
+            pf_tree=str(cfg.get("pf_tree", "tsb")),
+            pf_degree=int(cfg.get("pf_degree", pf_scheme.MAX_DEGREE)),
+            pf_depth=int(cfg.get("pf_depth", pf_scheme.MAX_DEPTH)),
+            costs={(a, b): float(c) for a, b, c in cfg.get("costs") or ()} or None,
         )
 
     def config(self) -> dict[str, Any]:
@@ -150,6 +162,11 @@ class SchemeSpec:
     table3_row: Callable[[SchemeInputs, int], gst.Row | None] | None = None
     #: messages one synchronisation sends for W workers and P servers, without compiling
     messages: Callable[[int, int], int] | None = None
+    #: its messages may be filtered and encoded at run time (PF's DVF: engine.dvf, job field dvf)
+    codec: bool = False
+    #: a worker's iterations may overlap (SSP, job field staleness): it only pushes to and hears
+    #: from servers that take every iteration in order (PF's UCC-SSP; the PS's SSP)
+    ssp: bool = False
     #: job fields (workloads.experiment.JobSpec) whose default differs for this scheme, e.g. PLink's
     #: 4 connections per peer; a file's own value wins, and the summary records what ran
     job_defaults: Mapping[str, Any] = field(default_factory=dict)
@@ -262,8 +279,9 @@ def gather(
     the scheme's defaults), the workers' regions (`net.family.regions`, or `regions`) and address
     digits (`net.family.address_digits`), whether rings run both ways, and the job's options
     (`trees`, `hips_stages`, `hips_parallel`, `hips_pipeline`, `segment_bytes`; PLink's `clusters`
-    and `bandwidth_mbps`). A scheme that needs clusters and is given none gets the workers' racks
-    in the topology model (schemes.plink.racks: the ground truth)."""
+    and `bandwidth_mbps`; PF's `pf_tree`, `pf_degree`, `pf_depth`). A scheme that needs clusters and is
+    given none gets the workers' racks in the topology model (schemes.plink.racks: the ground truth);
+    one that needs tier costs gets every host pair's (schemes.pf.tier_costs)."""
     spec = get(scheme) if isinstance(scheme, str) else scheme
     ws = tuple(workers) if workers is not None else tuple(spec.default_workers(net))
     ss: tuple[str, ...] = ()
@@ -271,6 +289,8 @@ def gather(
         ss = tuple(servers) if servers is not None else tuple(spec.default_servers(net))
     region_of = regions if regions is not None else net.family.regions(net)
     digits = net.family.address_digits(net)
+    if Need.TIER_COSTS in spec.needs and "costs" not in options:
+        options = {**options, "costs": pf_scheme.tier_costs(net, ws + ss)}
     if Need.CLUSTERS in spec.needs and options.get("clusters") is None:
         options["clusters"] = racks(net, ws)
     return SchemeInputs(
@@ -315,6 +335,21 @@ def _hips_row(variant: str, i: SchemeInputs, levels: int) -> gst.Row | None:
     return gst.hips_row(variant, i.hips_stages, i.hips_parallel, levels, i.both_ways)
 
 
+def _pf(i: SchemeInputs) -> Schedule:
+    return pf_scheme.pf(i.workers, i.n_elems, i.servers, i.pf_tree, i.costs, i.pf_degree, i.pf_depth)
+
+
+def _pf_tree_fits(net: Network, _: Limits) -> str | None:
+    workers = len(net.workers())
+    if not pf_scheme.fits(workers):
+        return (
+            f"TSB's tree (T = {pf_scheme.MAX_DEGREE}, H = {pf_scheme.MAX_DEPTH}) holds at most "
+            f"{pf_scheme.MAX_DEGREE * sum(pf_scheme.MAX_DEGREE**d for d in range(pf_scheme.MAX_DEPTH))} workers, "
+            f"this {net.spec.kind} has {workers}"
+        )
+    return None
+
+
 def plink_messages(w: int) -> int:
     """2(W - 1) per master chunk (members to LMs and back, LMs to the GM and back), chunk_count chunks."""
     return 2 * (w - 1) * CHUNKS_PER_HOST * w
@@ -336,6 +371,7 @@ def _plink(i: SchemeInputs) -> Schedule:
 
 
 _HIPS_PAPER = "HiPS (Geng et al., NetAI 2018), Algorithms 1-2 and Table 3"
+_PF_PAPER = "Parameter Flow (Huawei Research): UCC push + broadcast, DVF, TSB (Eqs. 4-21)"
 _PLINK_PAPER = "PLink (Luo, West, Krishnamurthy, Ceze, Nelson, MLSys 2020), §3.2 and §4.1-4.3"
 _RAT_PAPER = "RAT (Wan, Hu, Zhang, ZTE Technology Journal 2020), Table 1"
 
@@ -353,7 +389,7 @@ register(
         "ps", "PS", "the parameter server (Li et al., OSDI 2014): RAT's and HiPS's PS baseline",
         "P dedicated servers each sum S/P from every worker and send it back (push, then pull)",
         lambda i: ps(i.workers, i.n_elems, i.servers),
-        needs=frozenset({Need.PS_HOSTS}), min_workers=1, messages=lambda w, p: 2 * w * p,
+        needs=frozenset({Need.PS_HOSTS}), min_workers=1, messages=lambda w, p: 2 * w * p, ssp=True,
     )
 )  # fmt: skip
 register(
@@ -387,6 +423,16 @@ register(
         lambda i: rat(i.workers, i.n_elems, i.regions or {w: () for w in i.workers}, i.trees),
         needs=frozenset({Need.REGIONS}), check=_regionless,
         messages=lambda w, p: 2 * w * (w - 1),
+    )
+)  # fmt: skip
+register(
+    SchemeSpec(
+        "pf", "PF", _PF_PAPER,
+        "workers push to P servers; each server broadcasts the sum down TSB's tree (P3: degree T, depth H), "
+        "relays streaming it on; DVF filters the updates on the wire (job field dvf)",
+        _pf,
+        needs=frozenset({Need.PS_HOSTS, Need.TIER_COSTS}), min_workers=1, check=_pf_tree_fits,
+        messages=lambda w, p: 2 * w * p, codec=True, ssp=True,
     )
 )  # fmt: skip
 register(

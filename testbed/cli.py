@@ -40,7 +40,7 @@ from schemes import registry as scheme_registry
 from servers.ssh import SSHError
 from topologies.schema import InputError
 from workloads.errors import RunError, Unrecoverable
-from workloads.experiment import PAPER_MODEL_BYTES
+from workloads.experiment import BYTES_ONLY, PAPER_MODEL_BYTES
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 
@@ -212,11 +212,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if hosts is not None:
         from servers.hardware import run_hardware_experiment
 
-        res = run_hardware_experiment(args.experiment, hosts, REPO_DIR / "results", progress=progress_on(args))
+        res = run_hardware_experiment(args.experiment, hosts, Path(args.results), progress=progress_on(args))
     else:
         if args.no_budget:
             LOG.warning("--no-budget: the resource budget is not checked")
-        res = run_experiment(args.experiment, progress=progress_on(args), budget=not args.no_budget)
+        res = run_experiment(args.experiment, Path(args.results), progress=progress_on(args), budget=not args.no_budget)
     s = res.summary
     if s.scheme:
         _print_scheme_run(s, res.out_dir)
@@ -767,6 +767,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
     r.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    r.add_argument(
+        "--results",
+        default=str(REPO_DIR / "results"),
+        help="the run writes RESULTS/NAME/ (default: %(default)s; tests write to a temporary folder)",
+    )
     r.set_defaults(func=cmd_run)
     cp = command(sub, "compare", help="two runs side by side (e.g. emulated vs real): BCT, per-PS bytes, model")
     cp.add_argument("run_a", help="a results folder, or a run name under results/")
@@ -824,7 +829,9 @@ def build_parser() -> argparse.ArgumentParser:
     rr.set_defaults(func=cmd_report)
     b = command(sub, "bct", help="the paper's BCT model for a topology file (builds nothing)")
     b.add_argument("file")
-    b.add_argument("--model", default="vgg16", choices=sorted(PAPER_MODEL_BYTES), help="default: %(default)s")
+    b.add_argument(
+        "--model", default="vgg16", choices=sorted(set(PAPER_MODEL_BYTES) - BYTES_ONLY), help="default: %(default)s"
+    )
     b.add_argument("--model-bytes", type=float, default=None, help="paper-equivalent S (default: the paper's)")
     b.add_argument("--batch-size", type=int, default=1, help="samples per worker step")
     b.add_argument("--p-w", type=float, default=None, help="P_w samples/s per worker (default: calibrated here)")

@@ -360,7 +360,7 @@ def test_a_run_that_fails_exits_1_and_draws_no_bar_into_a_pipe(tmp_path, no_left
         f"name: cli-late\ntopology: {ROOT / 'topologies' / 'psnet-1tor.yaml'}\n"
         "job: {model: tiny, iterations: 100000, deadline_s: 2}\n"
     )
-    r = run("run", str(exp), timeout=900)
+    r = run("run", str(exp), "--results", str(tmp_path / "results"), timeout=900)
     assert r.returncode == 1, r.stdout + r.stderr
     last = r.stderr.splitlines()[-1]
     assert last.startswith("testbed: ") and "deadline" in last, r.stderr
@@ -416,7 +416,7 @@ def test_log_lines_print_above_the_progress_bar_in_a_terminal(tmp_path, no_lefto
         "  - {at_step: 3, action: set_rate, link: [ps1_1, t1_1], mbps: 1000}\n"
         "  - {at_step: 6, action: set_rate, link: [ps1_1, t1_1], mbps: 1000}\n"
     )
-    code, out = in_a_terminal([*TESTBED, "run", str(exp)])
+    code, out = in_a_terminal([*TESTBED, "run", str(exp), "--results", str(tmp_path / "results")])
     assert code == 0, out[-3000:]
     assert "cli-bar steps:" in out, out[-3000:]  # a terminal: the bar is on
     pieces = [p for p in re.split(r"[\r\n]", out) if "INFO runs.inject" in p]

@@ -32,6 +32,8 @@ NOT_APPLICABLE = {  # cell -> words of its reason
     "leafspine-tf-ps": "needs PS hosts",
     "leafspine-ps": "needs PS hosts",
     "leafspine-hips": "address digit",
+    "torus-pf": "needs PS hosts",
+    "leafspine-pf": "needs PS hosts",
 }
 
 
@@ -39,7 +41,17 @@ def test_shipped_matrix_plans_every_cell_at_one_rate_and_gradient():
     m = load_matrix(DEFAULT_FILE)
     fig, cells = plan(m, DEFAULT_FILE)
     assert {c.topo.id for c in cells} == {"psnet", "fattree", "bcube", "torus", "leafspine"}
-    assert {c.scheme for c in cells} == {"tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "plink"}
+    assert {c.scheme for c in cells} == {
+        "tf-ps",
+        "ps",
+        "mesh",
+        "ring",
+        "halving-doubling",
+        "rat",
+        "hips",
+        "plink",
+        "pf",
+    }
     assert {c.point.id: c.why.split(":")[0] for c in cells if not c.applies}.keys() == NOT_APPLICABLE.keys()
     for c in cells:
         if not c.applies:

@@ -1,4 +1,4 @@
-"""Parameter Flow's DVF and TSB (workloads/pf.py): the filter loses nothing (sent + held back
+"""Parameter Flow's DVF (engine/dvf.py) and TSB (schemes/pf.py): the filter loses nothing (sent + held back
 equals computed, exactly, over many clocks of real gradients), its threshold falls as 1/sqrt(t)
 and follows the links; the wire form is exact and smaller when sparse; P3's tree on a FatTree's
 tier costs keeps every worker under one parent within T and H and costs less than every worker
@@ -13,9 +13,10 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from engine import dvf
+from schemes import pf
 from topologies.build import build_network
 from topologies.schema import load_spec
-from workloads import pf
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ def test_dvf_loses_nothing_and_its_threshold_falls_with_the_clock():
     for t in range(1, 21):
         u = (rng.standard_normal(100_000) * 1e-3).astype(np.float32)
         before = u + held
-        sent, held = pf.dvf_split(u, held, delta=2e-3, clock=t)
+        sent, held = dvf.dvf_split(u, held, delta=2e-3, clock=t)
         assert np.array_equal(sent + held, before)  # exact, element for element
         assert np.all((sent == 0) | (np.abs(sent) > 2e-3 / np.sqrt(t)))
         computed += u
@@ -40,18 +41,18 @@ def test_dvf_loses_nothing_and_its_threshold_falls_with_the_clock():
     assert np.allclose(applied + held, computed, rtol=0, atol=1e-9)
     u = (rng.standard_normal(100_000) * 1e-3).astype(np.float32)
     zero = np.zeros_like(u)
-    nnz = {d: np.count_nonzero(pf.dvf_split(u, zero, d, 1)[0]) for d in (1e-3, 2e-3)}
+    nnz = {d: np.count_nonzero(dvf.dvf_split(u, zero, d, 1)[0]) for d in (1e-3, 2e-3)}
     assert nnz[2e-3] < nnz[1e-3]
-    assert np.count_nonzero(pf.dvf_split(u, zero, 2e-3, 16)[0]) > nnz[2e-3]
+    assert np.count_nonzero(dvf.dvf_split(u, zero, 2e-3, 16)[0]) > nnz[2e-3]
     with pytest.raises(ValueError, match="clock counts from 1"):
-        pf.dvf_split(u, zero, 1e-3, 0)
+        dvf.dvf_split(u, zero, 1e-3, 0)
 
 
 def test_network_aware_threshold():
-    assert pf.dvf_delta(1e-4, 2e-4, [60.0, 55.0], sufficient_mbps=50) == 1e-4
-    assert pf.dvf_delta(1e-4, 2e-4, [60.0, 40.0], sufficient_mbps=50) == 2e-4
+    assert dvf.dvf_delta(1e-4, 2e-4, [60.0, 55.0], sufficient_mbps=50) == 1e-4
+    assert dvf.dvf_delta(1e-4, 2e-4, [60.0, 40.0], sufficient_mbps=50) == 2e-4
     with pytest.raises(ValueError, match="delta_low must be below delta_up"):
-        pf.dvf_delta(2e-4, 1e-4, [60.0], 50)
+        dvf.dvf_delta(2e-4, 1e-4, [60.0], 50)
 
 
 def test_the_wire_form_is_exact_and_smaller_when_sparse():
@@ -59,9 +60,9 @@ def test_the_wire_form_is_exact_and_smaller_when_sparse():
     v = rng.standard_normal(200_000).astype(np.float32)
     sparse = np.where(rng.random(200_000) < 0.9, 0, v).astype(np.float32)  # 90% zeros
     for x in (v, sparse):
-        assert np.array_equal(pf.decode(pf.encode(x)), x)
-    assert len(pf.encode(sparse)) < sparse.nbytes / 3  # the paper: snappy 3.1x at 80% sparsity
-    assert len(pf.encode(v)) >= v.nbytes * 0.9  # random floats do not compress
+        assert np.array_equal(dvf.decode(dvf.encode(x)), x)
+    assert len(dvf.encode(sparse)) < sparse.nbytes / 3  # the paper: snappy 3.1x at 80% sparsity
+    assert len(dvf.encode(v)) >= v.nbytes * 0.9  # random floats do not compress
 
 
 def fattree_tier_costs() -> tuple[list[str], dict[tuple[str, str], float]]:

@@ -22,7 +22,6 @@ from schemes.schedule import (
     host_bytes,
     segmented,
 )
-from workloads import pf as pf_algo
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 48_000
@@ -74,14 +73,13 @@ def test_push_and_tree_broadcast_sum_exactly_and_unload_the_servers():
 
     hosts, cost = fattree_tier_costs()
     servers, workers = hosts[:2], hosts[2:]
-    tree = pf_algo.tsb_tree(workers, cost, servers)
-    assert pf_scheme.ROOT == pf_algo.ROOT
+    tree = pf_scheme.tsb_tree(workers, cost, servers)
     sched = pf_scheme.push_broadcast(workers, N, servers, tree.parent)
     grads = _grads(workers, seed=2)
     assert _exact(sched, grads)
     shard = N // 2 * ELEM_BYTES
     sent = host_bytes(sched)
-    root_children = len(tree.children(pf_algo.ROOT))
+    root_children = len(tree.children(pf_scheme.ROOT))
     assert root_children <= 5
     for s in servers:
         assert sent[s] == (root_children * shard, len(workers) * shard)

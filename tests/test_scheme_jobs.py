@@ -121,3 +121,54 @@ def _add(path: Path, **fields) -> None:
 
     data = yaml.safe_load(path.read_text())
     path.write_text(yaml.safe_dump({**data, **fields}))
+
+
+def test_a_pf_job_with_dvf_writes_what_it_cut_per_clock(tmp_path: Path):
+    """`scheme: pf` with dynamic DVF from an experiment file: nothing lost over the run (check:
+    applied + residual = computed), the summary's clocks say what the pushes and broadcasts
+    carried against raw float32, and the hosts' interfaces carried about the engine's bytes."""
+    from runs.runner import run_experiment
+
+    exp = _experiment(tmp_path, "ft-pf", "fattree-testbed.yaml", model="tiny", width=4.0, scheme="pf",
+                      compute="calibrated", compute_s=0.01, iterations=3, warmup=1, check=True, dvf="dynamic",
+                      dvf_delta_low=1.5, dvf_delta_up=2.5)  # fmt: skip
+    s = run_experiment(exp, results=tmp_path / "results", progress=False).summary
+    assert s["scheme"] == "pf" and s["sums_checked"] and s["sum_problems"] == []
+    clocks = s["dvf"]["clocks"]
+    assert [c["clock"] for c in clocks] == [2, 3, 4]
+    # a server's sum of six filtered pushes has fewer small entries than any one push: it holds back less
+    assert all(1 > c["push_reduced"] > c["broadcast_reduced"] > 0 for c in clocks), clocks
+    assert all(c["push_reduced"] > 0.3 for c in clocks), clocks
+    # dynamic: each host's delta is one of the two, by its links' measured rates (the rule itself:
+    # tests/test_pf_scheme.py; which one a host picks here depends on this machine's load)
+    assert all(c["deltas"] and set(c["deltas"]) <= {1.5, 2.5} for c in clocks), clocks
+    wire = sum(c["push_bytes"] + c["broadcast_bytes"] for c in clocks)
+    nic_tx = sum(n["tx"] for n in s["nic_bytes"].values())
+    assert wire < nic_tx  # the interfaces carried the engine's bytes (warm-up and set-up too)
+
+
+def test_background_hosts_shuffle_beside_a_scheme_job(tmp_path: Path):
+    """Parameter Flow's shared cluster: a `shuffle` event makes three hosts that are not the job's
+    send to each other every second from inside their Mininet hosts; their interfaces carry what the
+    shuffles' logs say they sent, and the timeline lists each shuffle."""
+    import yaml
+
+    from runs.runner import run_experiment
+
+    bg = ["h2_0_2", "h2_1_2", "h3_0_2"]
+    data = {
+        "name": "ft-shuffle",
+        "topology": str(Path("topologies").resolve() / "fattree-k4.yaml"),
+        "job": {"model": "tiny", "width": 4.0, "scheme": "pf", "compute": "calibrated", "compute_s": 0.4,
+                "iterations": 6, "warmup": 1, "workers": ["h0_0_2", "h0_1_2", "h1_0_2", "h1_1_2"]},
+        "timeline": [{"at_s": 0, "action": "shuffle", "hosts": bg, "mb": 20, "every_s": 1}],
+    }  # fmt: skip
+    exp = tmp_path / "ft-shuffle.yaml"
+    exp.write_text(yaml.safe_dump(data))
+    s = run_experiment(exp, results=tmp_path / "results", progress=False).summary
+    (sh,) = s["timeline"]["shuffles"]
+    assert sh["hosts"] == bg and sh["bytes_per_pair"] == 500_000  # 20 MB / scale 40
+    assert sh["shuffles"] >= 2 and sh["sent_bytes"] >= 2 * 3 * 2 * 500_000
+    for h in bg:  # sent from inside the hosts: their own interfaces carried it
+        assert s["nic_bytes"][h]["tx"] >= 2 * 2 * 500_000  # two shuffles or more, two peers each
+    assert any(e["action"] == "shuffle" for e in s["timeline"]["events"])

@@ -323,3 +323,15 @@ def test_pause_senders_takes_no_network_target_and_needs_a_time():
         TimelineEvent.model_validate({"at_s": 1, "action": "link_down", "link": ["a", "b"], "for_s": 3})
     with pytest.raises(ValidationError, match="pause_senders draws its pauses from a time; give at_s"):
         TimelineEvent.model_validate({"at_step": 2, "action": "pause_senders", "k": 1, "every_s": 1})
+
+
+def test_shuffle_names_its_background_hosts_and_a_time():
+    """Parameter Flow's shared cluster: background hosts shuffle all-to-all from at_s, scheme jobs only."""
+    ok = TimelineEvent.model_validate({"at_s": 0, "action": "shuffle", "hosts": ["a", "b"], "mb": 5, "every_s": 4})
+    assert ok.target() == "2 hosts, 5 MB each way every 4 s"
+    with pytest.raises(ValidationError, match="mb: shuffle needs mb: MB"):
+        TimelineEvent.model_validate({"at_s": 0, "action": "shuffle", "hosts": ["a", "b"], "every_s": 4})
+    with pytest.raises(ValidationError, match="hosts: a shuffle needs at least two distinct background hosts"):
+        TimelineEvent.model_validate({"at_s": 0, "action": "shuffle", "hosts": ["a", "a"], "mb": 5, "every_s": 4})
+    with pytest.raises(ValidationError, match="shuffle starts its shuffles from a time; give at_s"):
+        TimelineEvent.model_validate({"at_step": 2, "action": "shuffle", "hosts": ["a", "b"], "mb": 5, "every_s": 4})

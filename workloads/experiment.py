@@ -60,6 +60,12 @@ PAPER_BYTES = {"vgg16": 138_357_544 * 4, "resnet50": 25_557_032 * 4}
 #: tfjob.dnn.PAPER_BYTES); ResNet110 and tiny have no paper size: their width-1 CIFAR bytes;
 #: mnist: HiPS Table 1's "1 million parameters" of float32.
 PAPER_MODEL_BYTES: dict[str, float] = {**PAPER_BYTES, "resnet110": 6_922_856, "tiny": 96_936, "mnist": 4_000_000}
+#: Parameter Flow's Table 2 (float32): LR 105M, MF 16.3M, AlexNet 61M parameters. LR and MF are
+#: numpy models (engine.npmodels, compute: numpy); AlexNet is a payload of its size (calibrated)
+PF_MODEL_BYTES = {"lr": 105_000_000 * 4, "mf": 16_300_000 * 4, "alexnet": 61_000_000 * 4}
+PAPER_MODEL_BYTES.update(PF_MODEL_BYTES)
+#: models with no TF graph here: sized by bytes alone (width 1), run by the scheme engine
+BYTES_ONLY = frozenset(PF_MODEL_BYTES)
 
 #: a scheme job's pipelining segment in emulated KB (JobSpec.segment_kb): measured, results/bench/schemes.md
 SEGMENT_KB = 64.0
@@ -85,7 +91,9 @@ class JobSpec(BaseModel):
     workers: list[str] | None = Field(default=None, description="worker hosts (default: all the topology's)")
     ps: list[str] | None = Field(default=None, description="PS hosts (default: all the topology's)")
     checkpoint_every: int = Field(default=0, ge=0, description="the chief checkpoints every N steps (0: never)")
-    model: Literal["vgg16", "resnet50", "resnet110", "tiny", "mnist"] = Field(description="model architecture")
+    model: Literal["vgg16", "resnet50", "resnet110", "tiny", "mnist", "lr", "mf", "alexnet"] = Field(
+        description="model architecture; lr, mf (numpy) and alexnet (a payload of its size) are Parameter Flow's"
+    )
     batch_size: int = Field(default=1, ge=1, description="samples per worker step (BS)")
     iterations: int = Field(default=10, ge=1, description="measured steps per worker")
     warmup: int = Field(default=2, ge=0, description="steps before the measured ones")
@@ -102,9 +110,10 @@ class JobSpec(BaseModel):
         description="synchronisation: a scheme of the registry (schemes/registry.py): tf-ps (TensorFlow's PS "
         "job, the default) or one the scheme engine runs (ring, rat, hips, ...)",
     )
-    compute: Literal["tf", "calibrated"] = Field(
+    compute: Literal["tf", "calibrated", "numpy"] = Field(
         default="tf",
-        description="schemes: real TF gradients, or this machine's measured compute time with seeded random ones",
+        description="schemes: real TF gradients, or this machine's measured compute time with seeded random ones, "
+        "or (lr, mf) the numpy model's real updates",
     )
     compute_s: float | None = Field(
         default=None, ge=0, description="calibrated: seconds of compute per step (default: measured here, cached)"
@@ -119,6 +128,35 @@ class JobSpec(BaseModel):
         ge=0,
         description="schemes: pipelining; every chunk goes in segments of at most this many emulated KB, a relay "
         "forwarding one while the next arrives (0: whole chunks, store-and-forward)",
+    )
+    pf_tree: Literal["tsb", "flat"] = Field(
+        default="tsb",
+        description="pf: the broadcast's shape: tsb (the paper's P3 tree of workers, relays streaming it on) or "
+        "flat (every server sends to every worker: push + broadcast without the tree)",
+    )
+    pf_degree: int = Field(default=5, ge=1, le=64, description="pf: T, the most children a node of TSB's tree has")
+    pf_depth: int = Field(default=3, ge=1, le=16, description="pf: H, the most hops from the servers to a worker")
+    dvf: Literal["off", "encode", "low", "up", "dynamic"] = Field(
+        default="off",
+        description="pf: DVF on the wire. off: raw float32; encode: PF's wire form only (sparse above 80%% zeros, "
+        "snappy), nothing held back; low / up: entries with |U| <= delta / sqrt(t) held back for the next "
+        "iteration with delta_low / delta_up; dynamic: delta_low where every link the host sends on measured "
+        "sufficient, else delta_up (the paper's network-aware DVF)",
+    )
+    dvf_delta_low: float | None = Field(default=None, gt=0, description="pf: DVF's delta_low (the paper's per model)")
+    dvf_delta_up: float | None = Field(default=None, gt=0, description="pf: DVF's delta_up, above delta_low")
+    dvf_sufficient_mbps: float | None = Field(
+        default=None,
+        gt=0,
+        description="pf, dvf dynamic: paper-equivalent Mbit/s a link must measure to be sufficient (default: the "
+        "paper's 50 Mbit/s at 1 Gbit/s, i.e. 5%% of the workers' link rate)",
+    )
+    staleness: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="pf, ps: SSP's staleness s, a worker computes clock t once it has applied the broadcasts of "
+        "every clock up to t - s - 1 (0: BSP); needs barrier: false",
     )
     streams: int = Field(
         default=1,
@@ -189,6 +227,34 @@ class JobSpec(BaseModel):
             raise ValueError(
                 f"host_time: {self.host_time} pads the TF PS job's steps; a scheme job takes compute_s instead"
             )
+        if self.model in BYTES_ONLY and not self.engine:
+            raise ValueError(f"model: {self.model} has no TF graph here; run it with a scheme (scheme: pf, ps, ...)")
+        if (self.compute == "numpy") != (self.model in ("lr", "mf")):
+            raise ValueError(
+                "compute: numpy runs Parameter Flow's numpy models (model: lr or mf), and they run only with it"
+            )
+        if self.model == "alexnet" and (self.compute != "calibrated" or self.compute_s is None):
+            raise ValueError(
+                "model: alexnet is a payload of AlexNet's size: give compute: calibrated and compute_s "
+                "(seconds per step; the paper's K40 took 1.2 s)"
+            )
+        if self.staleness and not registry.get(self.scheme).ssp:
+            ssp = ", ".join(n for n, sp in registry.SCHEMES.items() if sp.ssp)
+            raise ValueError(f"staleness: {self.scheme} runs BSP only; SSP is for {ssp}: set staleness: 0")
+        if self.staleness and self.barrier:
+            raise ValueError("barrier: SSP lets workers run up to staleness clocks apart; set barrier: false")
+        if self.dvf != "off" and not registry.get(self.scheme).codec:
+            codecs = ", ".join(n for n, sp in registry.SCHEMES.items() if sp.codec)
+            raise ValueError(f"dvf: {self.scheme} sends raw gradients; DVF is for {codecs}: set dvf: off")
+        if self.dvf in ("low", "up", "dynamic"):
+            lo, up = self.dvf_delta_low, self.dvf_delta_up
+            if lo is None or up is None:
+                raise ValueError(
+                    f"dvf: {self.dvf} needs dvf_delta_low and dvf_delta_up (the paper's: LR 1e-4 / 2e-4, "
+                    "MF 5e-4 / 1e-3, AlexNet 2e-3 / 5e-3; set them for your gradients' scale)"
+                )
+            if not lo < up:
+                raise ValueError(f"dvf_delta_low: must be below dvf_delta_up, got {lo} and {up}")
         if self.colocate_ps and self.engine:
             raise ValueError("colocate_ps places TF's PS tasks in the worker's host; a scheme job has none: remove it")
         if self.colocate_ps and self.workers is not None and len(self.workers) != 1:
@@ -238,6 +304,11 @@ class ExperimentSpec(BaseModel):
             )
         if "fail_ps" in actions and any(j.colocate_ps for j in self.all_jobs):
             raise ValueError("timeline: fail_ps fails a PS host; with colocate_ps the PSs run in the worker's host")
+        if not engine_jobs and "shuffle" in actions:
+            raise ValueError(
+                "timeline: shuffle runs the background hosts' traffic beside a scheme job (job.scheme: pf, ps, ...); "
+                "a TF PS job does not take it yet"
+            )
         if not engine_jobs and "pause_senders" in actions:
             raise ValueError(
                 "timeline: pause_senders pauses hosts inside the scheme engine; it needs a scheme job "

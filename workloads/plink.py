@@ -48,6 +48,7 @@ def dims_for(n: int) -> int:
     """Embedding dimensions for n hosts: k - 1 for k = group_count(n) groups, at least DIMS."""
     return max(DIMS, group_count(n) - 1)
 
+
 #: seeded starts of the embedding and of the clustering
 STARTS = 8
 #: min-cost flow needs integer costs: squared distances are scaled by this before rounding

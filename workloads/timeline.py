@@ -13,12 +13,19 @@ seeded so that a run can be repeated):
       - {at_step: 30, action: set_rate, link: [t1_1, s1], mbps: 50}
       - {at_s: 60, action: reconfigure, worker: w1_1_1, tor: t1_3, dark_ms: 5}
       - {at_s: 5, action: pause_senders, k: 2, every_s: 1, for_s: 30, seed: 3}   # scheme jobs
+      - {at_s: 0, action: shuffle, hosts: [h3_0_2, h3_1_2, h3_1_3], mb: 40, every_s: 6}   # scheme jobs
     random_failures: {k: 2, every_s: 15, count: 3, what: links, seed: 7}
 
 `pause_senders` is RAT's failure model (its Fig. 7): from at_s, k hosts drawn at random send
 nothing for every_s seconds, then k others are drawn, until for_s has passed (default: the end of
 the run). The scheme engine holds the hosts' sends itself (engine.pauses), so only
 scheme jobs take it; the network-level variant is link_down.
+
+`shuffle` is Parameter Flow's shared cluster: from at_s, the background `hosts` (none of the
+job's) shuffle all-to-all every every_s seconds, each sending `mb` paper-equivalent MB (divided by
+the run's scale and compress, as the model bytes are) to each of the others, then idle until the
+next period, until for_s has passed (default: the end of the run). The traffic comes from
+engine.shuffle processes inside the background hosts (runs.background); scheme jobs only.
 
 This module holds the schema and the expansion of random failures into concrete events;
 runs.recovery measures what each applied event cost the job, runs.timeline_out writes
@@ -37,7 +44,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from topologies.schema import InputError
 
 Action = Literal[
-    "link_down", "link_up", "fail_switch", "repair_switch", "fail_ps", "set_rate", "reconfigure", "pause_senders"
+    "link_down",
+    "link_up",
+    "fail_switch",
+    "repair_switch",
+    "fail_ps",
+    "set_rate",
+    "reconfigure",
+    "pause_senders",
+    "shuffle",
 ]
 
 #: The fields each action needs (all others but dark_ms must be absent).
@@ -50,9 +65,12 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "fail_ps": ("node",),
     "reconfigure": ("worker", "tor"),
     "pause_senders": ("k", "every_s"),
+    "shuffle": ("hosts", "mb", "every_s"),
 }
 #: Fields an action may take but does not need.
-_OPTIONAL: dict[str, tuple[str, ...]] = {"pause_senders": ("for_s", "seed")}
+_OPTIONAL: dict[str, tuple[str, ...]] = {"pause_senders": ("for_s", "seed"), "shuffle": ("for_s",)}
+#: Actions that run inside the scheme engine's world (not the controller's): at_s only, scheme jobs only
+ENGINE_ACTIONS = frozenset({"pause_senders", "shuffle"})
 #: How each target field is written in a file, for the error messages.
 _FORMS: dict[str, str] = {
     "link": "link: [a, b] (the two node names of the cable)",
@@ -64,6 +82,8 @@ _FORMS: dict[str, str] = {
     "every_s": "every_s: D (seconds each draw lasts; then k others are drawn)",
     "for_s": "for_s: SECONDS (how long the draws go on)",
     "seed": "seed: N (the draws' seed)",
+    "hosts": "hosts: [a, b, ...] (the background hosts, at least two, none of the job's)",
+    "mb": "mb: MB (paper-equivalent MB each host sends to each other per shuffle)",
 }
 #: Actions whose effect on PSNet goes through an ECS circuit, so a dark period applies.
 _DARK_OK = frozenset({"reconfigure", "link_down", "link_up", "fail_switch", "repair_switch"})
@@ -89,9 +109,17 @@ class TimelineEvent(BaseModel):
     tor: str | None = None
     dark_ms: float | None = Field(default=None, ge=0, description="ECS dark period override (PSNet)")
     k: int | None = Field(default=None, ge=1, description="pause_senders: hosts paused at once")
-    every_s: float | None = Field(default=None, gt=0, description="pause_senders: d, seconds per draw")
-    for_s: float | None = Field(default=None, gt=0, description="pause_senders: how long (default: to the end)")
+    every_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="pause_senders: d, seconds per draw; shuffle: seconds from one shuffle's start to the next's",
+    )
+    for_s: float | None = Field(
+        default=None, gt=0, description="pause_senders, shuffle: how long (default: to the end)"
+    )
     seed: int | None = Field(default=None, description="pause_senders: seed of the draws (default 1)")
+    hosts: list[str] | None = Field(default=None, description="shuffle: the background hosts")
+    mb: float | None = Field(default=None, gt=0, description="shuffle: paper-equivalent MB per pair and shuffle")
 
     @model_validator(mode="after")
     def _check(self) -> TimelineEvent:
@@ -109,8 +137,11 @@ class TimelineEvent(BaseModel):
                 f"dark_ms: {self.action} has no ECS dark period; remove dark_ms "
                 f"(it applies to {', '.join(sorted(_DARK_OK))})"
             )
-        if self.action == "pause_senders" and self.at_s is None:
-            raise ValueError("at_step: pause_senders draws its pauses from a time; give at_s instead")
+        if self.action in ENGINE_ACTIONS and self.at_s is None:
+            what = "draws its pauses" if self.action == "pause_senders" else "starts its shuffles"
+            raise ValueError(f"at_step: {self.action} {what} from a time; give at_s instead")
+        if self.hosts is not None and len(set(self.hosts)) < 2:
+            raise ValueError(f"hosts: a shuffle needs at least two distinct background hosts, got {self.hosts}")
         if self.link is not None and self.link[0] == self.link[1]:
             raise ValueError(f"link: both ends are {self.link[0]}; give the two different nodes of the cable")
         return self
@@ -121,6 +152,10 @@ class TimelineEvent(BaseModel):
             return f"{self.worker}->{self.tor}"
         if self.action == "pause_senders":
             return f"k={self.k} every {self.every_s:g} s" + (f" for {self.for_s:g} s" if self.for_s else "")
+        if self.action == "shuffle":
+            return f"{len(self.hosts or [])} hosts, {self.mb:g} MB each way every {self.every_s:g} s" + (
+                f" for {self.for_s:g} s" if self.for_s else ""
+            )
         if self.link is not None:
             label = f"{self.link[0]}-{self.link[1]}"
             return f"{label} @ {self.mbps:g} Mbit/s" if self.mbps is not None else label
