@@ -189,26 +189,33 @@ def simulate_pairs(pairs: list[tuple[Case, dict[str, str]]]) -> list[float]:
     return [r.iteration_s if r is not None else float("nan") for r in got]
 
 
-def simulate_grid(todo: list[Case], configs: list[dict[str, str]]) -> list[list[float]]:
-    """Every case under every configuration: [configuration][case] -> seconds (simulate_pairs)."""
-    secs = simulate_pairs([(c, cfg) for cfg in configs for c in todo])
-    return [secs[k * len(todo) : (k + 1) * len(todo)] for k in range(len(configs))]
+def fit_rows(rows: list[dict]) -> list[bool]:
+    """Which rows the fit uses: the faithful emulated points (every emulated point where fewer than
+    2 were faithful: a loaded machine, said in the factors file)."""
+    faithful = [bool(r["faithful"] and r["emulated_s"]) for r in rows]
+    return faithful if sum(faithful) >= 2 else [bool(r["emulated_s"]) for r in rows]
 
 
 def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
-    """Per case: every Sharing value of the grid (exact max-min first), and the legacy form's
-    probe (b = 1, c = PROBE_S: its growth with c, the critical path's messages)."""
+    """Per case: exact max-min and the legacy form's probe (b = 1, c = PROBE_S: its growth with c,
+    the critical path's messages); per case the fit uses (fit_rows), every other Sharing value of
+    the grid too (a point the fit never reads is not simulated on it)."""
     from models.flow.demands import from_schedule
     from models.flow.fit import MAX_MIN, Point, Sharing
 
-    configs = [s.settings() for s in grid] + [Sharing(message_s=PROBE_S, headers=False).settings()]
-    table = simulate_grid(todo, configs)
-    probes = table[-1]
+    def key(c: Case, cfg: dict[str, str]) -> tuple[str, str]:
+        return c.name, json.dumps(cfg, sort_keys=True)
+
+    probe = Sharing(message_s=PROBE_S, headers=False).settings()
+    others = [s for s in grid if s != MAX_MIN]
+    pairs = [(c, cfg) for c in todo for cfg in (MAX_MIN.settings(), probe)]
+    pairs += [(c, s.settings()) for c, use in zip(todo, fit_rows(rows), strict=True) if use for s in others]
+    secs = dict(zip((key(c, cfg) for c, cfg in pairs), simulate_pairs(pairs), strict=True))
     points = []
-    for n, (c, row) in enumerate(zip(todo, rows, strict=True)):
-        sims = {s.label: table[k][n] for k, s in enumerate(grid)}
+    for c, row in zip(todo, rows, strict=True):
+        sims = {s.label: secs[key(c, s.settings())] for s in grid if key(c, s.settings()) in secs}
         base = sims[MAX_MIN.label]
-        slope = (probes[n] - base) / PROBE_S
+        slope = (secs[key(c, probe)] - base) / PROBE_S
         fan_in = from_schedule(c.prep.sched).fan_in()
         row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in)
         points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims))
@@ -268,10 +275,9 @@ def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: d
 
     forms = candidate_forms()
     points = simulate_points(todo, rows, grid_of(forms))
-    used = [p for p, r in zip(points, rows, strict=True) if r["faithful"] and r["emulated_s"]]
+    used = [p for p, use in zip(points, fit_rows(rows), strict=True) if use]
     fitted_on = "faithful points of benchmarks/flowmodel.py (scheme engine GST, compute 0)"
-    if len(used) < 2:  # a loaded machine: fit what was measured, and say so
-        used = [p for p, r in zip(points, rows, strict=True) if r["emulated_s"]]
+    if sum(1 for r in rows if r["faithful"] and r["emulated_s"]) < 2:  # a loaded machine: say so
         fitted_on = "every emulated point (fewer than 2 were faithful: the machine was loaded)"
         LOG.warning("fewer than 2 faithful points: fitting on all %d emulated points", len(used))
     several = len({point_topology(p) for p in used}) > 1
@@ -579,10 +585,14 @@ def main(argv: list[str] | None = None) -> int:
     files, sizes = tuple(args.topologies or files), tuple(args.sizes or sizes)
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
+    loaded = json.loads(Path(args.emulated).read_text()) if args.emulated else {}
+    if loaded:  # only what was emulated (a topology or scheme added since has no point to fit)
+        files = tuple(f for f in files if f in {r["topology"] for r in loaded["points"]})
+        schemes = tuple(x for x in schemes if x in {r["scheme"] for r in loaded["points"]})
+        sizes = tuple(sorted({r["size_s"] for r in loaded["points"]}))
     todo = [c for f in files for c in cases(f, schemes, sizes, iterations)]
     todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
     if args.emulated:
-        loaded = json.loads(Path(args.emulated).read_text())
         earlier = loaded["points"]
         res["meta"]["emulated_from"] = f"{args.emulated} (refit: date and machine above are the refit's)"
         res["meta"]["emulation"] = loaded.get("meta", {})  # when, where and at which commit they were emulated
