@@ -166,14 +166,16 @@ class Fit:
         return base * fan_in_multiplier(self.fan_in_factor, p.fan_in)
 
 
-#: the grids of the settings that are not closed-form (each value simulated per point). Small on
-#: purpose: a simulation of the larger networks takes ~1 s of a core, so each value costs the
-#: benchmark ~1 min over its ~100 points on 2 cores. A standing queue (QUEUE_BYTES: bytes / rate
-#: per cable) weights the sharing as weight-S does (S / rate per cable) and is not in the grid.
-MESSAGE_GRID_S = (1e-4, 3e-4)
-HOP_GRID_S = (3e-5, 1e-4)
-WEIGHT_GRID = (300.0, 1000.0)
-DATAPATH_GRID_BPS = (2500 * 1e6 / 8,)
+#: the grids of the settings that are not closed-form (each value simulated per point). Kept
+#: small: each value costs the benchmark ~13 s over its ~100 faithful points on 2 cores. A
+#: standing queue (QUEUE_BYTES: bytes / rate per cable) weights the sharing as weight-S does
+#: (S / rate per cable) and is not in the grid.
+MESSAGE_GRID_S = (1e-4, 3e-4, 1e-3)
+HOP_GRID_S = (3e-5, 1e-4, 3e-4, 1e-3)
+WEIGHT_GRID = (30.0, 100.0, 300.0, 1000.0, 3000.0)
+DATAPATH_GRID_BPS = tuple(mbps * 1e6 / 8 for mbps in (1200, 1600, 2000, 2500, 3200, 4000))
+#: the datapath's values beside a latency per cable or a message latency
+DATAPATH_NEAR_BPS = tuple(mbps * 1e6 / 8 for mbps in (2000, 2500, 3200))
 #: weight-S weights only routes with a latency (see models.flow.simgrid): a token 1 us per message
 WEIGHT_MESSAGE_S = 1e-6
 
@@ -182,14 +184,26 @@ def candidate_forms() -> list[Form]:
     """Every form the calibration tries and reports (fitted and held out), simplest first: exact
     max-min; the rate factor alone; the 2026-11-27 form; then the headers with each family of
     simulated terms (the per-message latency; LV08 sharing by a latency per cable or by weight-S;
-    the datapath's capacity), each with and without the rate factor b and the fan-in factor k."""
+    the datapath's capacity, alone and beside a latency per cable or a message latency), each
+    with and without the rate factor b and the fan-in factor k."""
     c_grid = tuple(Sharing(message_s=c) for c in MESSAGE_GRID_S)
+    dp_grid = tuple(Sharing(datapath_bps=d) for d in DATAPATH_GRID_BPS)
     families = {
         "headers": (HEADERS,),
         "headers, message latency": (HEADERS, *c_grid),
         "headers, LV08 latency per cable": (HEADERS, *(Sharing(hop_s=h) for h in HOP_GRID_S)),
         "headers, LV08 weight-S": (HEADERS, *(Sharing(message_s=WEIGHT_MESSAGE_S, weight_s=w) for w in WEIGHT_GRID)),
-        "headers, datapath capacity": (HEADERS, *(Sharing(datapath_bps=d) for d in DATAPATH_GRID_BPS)),
+        "headers, datapath capacity": (HEADERS, *dp_grid),
+        "headers, datapath capacity, LV08 latency per cable": (
+            HEADERS,
+            *dp_grid,
+            *(Sharing(datapath_bps=d, hop_s=h) for d in DATAPATH_NEAR_BPS for h in (1e-4, 3e-4)),
+        ),
+        "headers, datapath capacity, message latency": (
+            HEADERS,
+            *dp_grid,
+            *(Sharing(datapath_bps=d, message_s=3e-4) for d in DATAPATH_NEAR_BPS),
+        ),
     }
     forms = [
         Form("exact max-min", (MAX_MIN,)),
