@@ -10,16 +10,24 @@ gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emu
 1. emulated: the scheme engine's measured GST (slowest worker's synchronisation, compute 0), mean
    over the measured iterations, with the fidelity monitor's verdict;
 2. simulated on the same file, schedule and bytes (models.flow): exact max-min (CM02,
-   uncalibrated), and again with a probe message latency (how many messages the critical path has);
-3. the fit (models.flow.fit): LV08's bandwidth factor and a per-message latency, least
-   squares on the log ratio over the faithful points; written to
-   results/calibration/flowmodel-factors.json (the file the flow model reads);
-4. every point simulated again with the fitted factors: the table's calibrated column.
+   uncalibrated), and under every value of the candidate forms' grid (models.flow.fit:
+   TCP headers, a per-message latency, LV08's RTT-weighted sharing by a latency per cable,
+   weight-S or a standing queue, the datapath's capacity), in forked SimGrid processes;
+3. every form fitted on the faithful points and judged with each topology left out; the form with
+   the best held-out error is fitted on all of them and written to
+   results/calibration/flowmodel-factors.json (the file the flow model reads); the choice of
+   form is itself judged held out (nested: chosen without the left-out topology);
+4. every point simulated again with the fitted settings (the calibrated column) and each faithful
+   point with the fit its topology was left out of (the held-out column).
 
-The TF PS job (tf-ps) is not a point: its measured communication is the links' busy time in
+`--emulated FILE` refits from the points of an earlier run (no emulation; the TF points only
+with `--tf-emulated`).
+
+The TF PS job (tf-ps) is never fitted on: its measured communication is the links' busy time in
 0.25-s windows (runs.steptime) and TF splits the model by whole variables, not S/P, so its
-error would be the measurement's and the split's, not the network model's; the engine's `ps` is
-the same push-then-pull pattern with exact bytes. Writes results/bench/flowmodel.{json,md}.
+error is partly the measurement's and the split's; a few shipped TF files (TF_EXPERIMENTS) are
+run short and judged against `testbed simulate` with the fitted settings, as held-out points.
+Writes results/bench/flowmodel.{json,md}.
 """
 
 from __future__ import annotations
@@ -32,7 +40,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,55 +162,147 @@ def simulate_case(c: Case, config: dict[str, str]) -> float:
     return schedule_time_s(c.net, c.prep.sched, config)
 
 
-def simulate_all(todo: list[Case], config: dict[str, str]) -> list[float]:
-    """Every case with one configuration, two at a time (one SimGrid process each; 2 cores)."""
-    with ThreadPoolExecutor(max_workers=SIM_PARALLEL) as pool:
-        return list(pool.map(lambda c: simulate_case(c, config), todo))
-
-
-def simulate_points(todo: list[Case], rows: list[dict]) -> list:
-    """Per case: exact max-min, and the probe (b = 1, c = PROBE_S) for the critical path's length."""
+def _inputs(c: Case):
+    """The case's SimGrid platform and traffic (built once, simulated under many settings)."""
     from models.flow.demands import from_schedule
-    from models.flow.fit import Fit, Point, settings
-    from models.flow.simgrid import BASE_CONFIG
+    from models.flow.links import platform
+    from models.flow.routes import flow_routes
 
-    probe = settings(Fit(1.0, PROBE_S, 0.0, 0.0, 0))
-    bases = simulate_all(todo, dict(BASE_CONFIG))
-    probes = simulate_all(todo, probe)
+    traffic = from_schedule(c.prep.sched)
+    return platform(c.net, flow_routes(c.net, traffic.pairs()), False), traffic
+
+
+def simulate_pairs(pairs: list[tuple[Case, dict[str, str]]]) -> list[float]:
+    """Each (case, configuration) pair simulated (models.flow.simgrid.simulate_many: SIM_PARALLEL
+    forked processes; each case's platform and traffic built once): seconds, nan where a
+    simulation failed."""
+    from models.flow.simgrid import simulate_many
+
+    inputs: dict[str, tuple] = {}
+    for c, _ in pairs:
+        if c.name not in inputs:
+            inputs[c.name] = _inputs(c)
+    jobs = [(*inputs[c.name], cfg) for c, cfg in pairs]
+    t0 = time.monotonic()
+    got = simulate_many(jobs, SIM_PARALLEL)
+    LOG.info("%d simulations (%d cases): %.0f s", len(jobs), len(inputs), time.monotonic() - t0)
+    return [r.iteration_s if r is not None else float("nan") for r in got]
+
+
+def fit_rows(rows: list[dict]) -> list[bool]:
+    """Which rows the fit uses: the faithful emulated points (every emulated point where fewer than
+    2 were faithful: a loaded machine, said in the factors file)."""
+    faithful = [bool(r["faithful"] and r["emulated_s"]) for r in rows]
+    return faithful if sum(faithful) >= 2 else [bool(r["emulated_s"]) for r in rows]
+
+
+def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
+    """Per case: exact max-min and the legacy form's probe (b = 1, c = PROBE_S: its growth with c,
+    the critical path's messages); per case the fit uses (fit_rows), every other Sharing value of
+    the grid too (a point the fit never reads is not simulated on it)."""
+    from models.flow.demands import from_schedule
+    from models.flow.fit import MAX_MIN, Point, Sharing
+
+    def key(c: Case, cfg: dict[str, str]) -> tuple[str, str]:
+        return c.name, json.dumps(cfg, sort_keys=True)
+
+    probe = Sharing(message_s=PROBE_S, headers=False).settings()
+    others = [s for s in grid if s != MAX_MIN]
+    pairs = [(c, cfg) for c in todo for cfg in (MAX_MIN.settings(), probe)]
+    pairs += [(c, s.settings()) for c, use in zip(todo, fit_rows(rows), strict=True) if use for s in others]
+    secs = dict(zip((key(c, cfg) for c, cfg in pairs), simulate_pairs(pairs), strict=True))
     points = []
-    for c, row, base, probed in zip(todo, rows, bases, probes, strict=True):
-        slope = (probed - base) / PROBE_S
+    for c, row in zip(todo, rows, strict=True):
+        sims = {s.label: secs[key(c, s.settings())] for s in grid if key(c, s.settings()) in secs}
+        base = sims[MAX_MIN.label]
+        slope = (secs[key(c, probe)] - base) / PROBE_S
         fan_in = from_schedule(c.prep.sched).fan_in()
         row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in)
-        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in))
+        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims))
     return points
 
 
-def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: dict) -> dict:
-    """Fit on the faithful points, write the factors file, simulate every point with them."""
+def _errors(errs: list[float]) -> dict:
+    import numpy as np
+
+    a = np.abs(np.array(errs))
+    return {
+        "median_abs_error": float(np.median(a)),
+        "within_5pct": float(np.mean(a <= 0.05)),
+        "within_10pct": float(np.mean(a <= 0.10)),
+        "points": len(errs),
+    }
+
+
+def judge_forms(used: list, forms: list) -> list[dict]:
+    """Every form fitted on all points (the fitted errors, from its formula) and judged with each
+    topology left out (the held-out errors): the table of forms, in `forms`' order."""
     from dataclasses import asdict
 
-    from models.flow.fit import fit, held_out, settings, write_factors
+    from models.flow.fit import fit, held_out
 
-    points = simulate_points(todo, rows)
-    used = [p for p, r in zip(points, rows, strict=True) if r["faithful"] and r["emulated_s"]]
+    out = []
+    for form in forms:
+        f = fit(used, form)
+        cv = held_out(used, point_topology, form)
+        out.append(
+            {
+                "form": form.name,
+                "fit": asdict(f),
+                "fitted": _errors([f.model_s(p) / p.emulated_s - 1 for p in used]),
+                "held_out": {**_errors(list(cv.errors.values())), "errors": cv.errors},
+            }
+        )
+        LOG.info(
+            "%s: fitted median %.1f%%, held out %.1f%% (%.0f%% within 10%%)",
+            form.name,
+            out[-1]["fitted"]["median_abs_error"] * 100,
+            cv.median_abs * 100,
+            cv.within(0.10) * 100,
+        )
+    return out
+
+
+def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: dict) -> dict:
+    """Simulate every point on the forms' grid, judge every form held out, choose the form with
+    the best held-out error, fit it on all faithful points, write the factors file, and simulate
+    every point again with them (the calibrated column) and every faithful point with the fit
+    its own topology was left out of (the held-out column, SimGrid's, not the formula's)."""
+    from dataclasses import asdict
+
+    from models.flow.fit import candidate_forms, fit, grid_of, held_out, rank_key, select_held_out, settings
+    from models.flow.fit import write_factors as write
+
+    forms = candidate_forms()
+    points = simulate_points(todo, rows, grid_of(forms))
+    used = [p for p, use in zip(points, fit_rows(rows), strict=True) if use]
     fitted_on = "faithful points of benchmarks/flowmodel.py (scheme engine GST, compute 0)"
-    if len(used) < 2:  # a loaded machine: fit what was measured, and say so
-        used = [p for p, r in zip(points, rows, strict=True) if r["emulated_s"]]
+    if sum(1 for r in rows if r["faithful"] and r["emulated_s"]) < 2:  # a loaded machine: say so
         fitted_on = "every emulated point (fewer than 2 were faithful: the machine was loaded)"
         LOG.warning("fewer than 2 faithful points: fitting on all %d emulated points", len(used))
-    full = fit(used)
-    bw_only = fit(used, message_latency=False, fan_in=False)
-    cv = held_out(used, point_topology) if len({point_topology(p) for p in used}) > 1 else None
+    several = len({point_topology(p) for p in used}) > 1
+    table = judge_forms(used, forms) if several else []
+    cv = None
+    if several:
+        cvs = {fm.name: held_out(used, point_topology, fm) for fm in forms}
+        chosen = min(forms, key=lambda fm: rank_key(cvs[fm.name]))
+        cv = cvs[chosen.name]
+    else:  # one topology: nothing to judge held out; the physical part alone
+        chosen = next(fm for fm in forms if fm.name == "headers")
+    final = fit(used, chosen)
+    nested = select_held_out(used, point_topology, forms) if several else None
     validation = None
     if cv is not None:
         validation = {
-            "method": f"leave one topology out ({cv.groups} topologies): factors fitted on the others' points",
-            "median_abs_error": cv.median_abs,
-            "within_5pct": cv.within(0.05),
-            "within_10pct": cv.within(0.10),
-            "points": len(cv.errors),
+            "method": f"leave one topology out ({cv.groups} topologies): the form's grid value and factors "
+            "fitted on the other topologies' points",
+            **_errors(list(cv.errors.values())),
             "errors": cv.errors,
+            "nested": {
+                "method": "the form too chosen without the left-out topology (by its held-out error on the others)",
+                **_errors(list(nested.errors.values())),
+                "forms": nested.forms,
+            },
         }
     record = {
         "date": res_meta["started"],
@@ -212,22 +311,33 @@ def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: d
         "commit": res_meta["git_commit"],
         "fitted_on": fitted_on,
         "emulated": res_meta.get("emulated_from") or "this run (date and machine above)",
-        "bandwidth_factor_only": asdict(bw_only),
+        "form": chosen.name,
         "held_out": validation,
     }
-    write_factors(out_factors, full, record, used)
-    cfg = settings(full)
-    for c, row, calibrated in zip(todo, rows, simulate_all(todo, cfg), strict=True):
+    write(out_factors, final, record, used)
+    cfg = settings(final)
+    # the calibrated column: every case with the final fit; the held-out column: each faithful
+    # case once more with the fit its own topology was left out of
+    fold_of = {p.name: point_topology(p) for p in used} if cv is not None else {}
+    held = [c for c in todo if c.name in fold_of]
+    secs = simulate_pairs([(c, cfg) for c in todo] + [(c, settings(cv.fits[fold_of[c.name]])) for c in held])
+    held_s = dict(zip((c.name for c in held), secs[len(todo) :], strict=True))
+    for c, row, calibrated in zip(todo, rows, secs[: len(todo)], strict=True):
         row["calibrated_s"] = calibrated
         emu = row["emulated_s"]
         row["ratio"] = row["calibrated_s"] / emu if emu else None
         row["within_goal"] = row["ratio"] is not None and abs(row["ratio"] - 1) <= GOAL
-        row["why"] = why_not(row, asdict(full))
-        if cv is not None and c.name in cv.errors:
-            row["held_out_ratio"] = 1 + cv.errors[c.name]
+        if c.name in held_s:
+            row["held_out_s"] = held_s[c.name]
+            row["held_out_ratio"] = row["held_out_s"] / emu
+        row["why"] = why_not(row)
+    if validation is not None:  # the goal judged on SimGrid's own held-out times
+        sim_errs = [r["held_out_ratio"] - 1 for r in rows if r.get("held_out_ratio") is not None]
+        validation["simulated"] = _errors(sim_errs)
     return {
-        "fit": asdict(full),
-        "bandwidth_factor_only": asdict(bw_only),
+        "form": chosen.name,
+        "fit": asdict(final),
+        "forms": table,
         "held_out": validation,
         "settings": cfg,
         "fitted_on": fitted_on,
@@ -239,12 +349,9 @@ def point_topology(p) -> str:
     return p.name.split()[0]
 
 
-def why_not(row: dict, f: dict) -> str:
+def why_not(row: dict) -> str:
     """A short reason where the calibrated point misses the goal, from its own numbers: how much
-    slower than exact max-min the emulator was, against what the fitted factors give a point of its
-    fan-in (1/b x (1 + k ln F), the message latency aside)."""
-    from models.flow.simgrid import fan_in_multiplier
-
+    slower than exact max-min the emulator ran, against the calibrated model."""
     if row["emulated_s"] is None:
         return f"emulation failed: {row['error']}"
     if row["within_goal"]:
@@ -252,33 +359,147 @@ def why_not(row: dict, f: dict) -> str:
     if not row["faithful"]:
         return f"emulation not faithful ({row['fidelity']})"
     slower = row["emulated_s"] / row["uncalibrated_s"]
-    fan_in = row.get("fan_in", 1)
-    fitted = fan_in_multiplier(f.get("fan_in_factor", 0.0), fan_in) / f["bandwidth_factor"]
-    side = "above" if slower > fitted else "below"
+    model = row["calibrated_s"] / row["uncalibrated_s"]
+    side = "slower" if slower > model else "faster"
+    return f"emulated {slower:.2f}x max-min, the model {model:.2f}x: the emulator ran {side} than the fitted terms say"
+
+
+# ------------------------------------------------------------------ the TF PS job, held out
+
+#: the shipped experiment files of the TF PS job that the calibration is judged on (never fitted
+#: on): one topology kind each where the job fits the emulator (psnet-failures is left out: its
+#: timeline's failures are no steady step; smoke-psnet: the tiny model moves nothing to time)
+TF_EXPERIMENTS = (
+    "psnet-vgg16.yaml",
+    "fattree-vgg16.yaml",
+    "psnet-2modules-resnet50.yaml",
+    "psnet-4modules-resnet50.yaml",
+)
+#: measured steps of each TF run (after one warm-up step): a short run, not the file's own count
+TF_ITERATIONS = 3
+
+
+def tf_experiment(name: str):
+    """An experiment file of TF_EXPERIMENTS with TF_ITERATIONS measured steps: (spec, topology,
+    topology path, file path)."""
+    from workloads.experiment import load_experiment
+
+    path = TOP / "workloads" / "experiments" / name
+    exp, topo, topo_path = load_experiment(path)
+    job = exp.main.model_copy(update={"iterations": TF_ITERATIONS, "warmup": 1})
+    return exp.model_copy(update={"job": job}), topo, topo_path, path
+
+
+def emulate_tf(names: tuple[str, ...], tmp: Path) -> list[dict]:
+    """Each TF experiment on the emulator (runs.runner.run_job, one short run each): the measured
+    communication per step (its step split, runs.steptime: the links' busy time in each step),
+    the BCT and the fidelity verdict."""
+    from runs.runner import run_job
+
+    rows = []
+    for name in names:
+        exp, topo, topo_path, path = tf_experiment(name)
+        row: dict = {"experiment": name, "topology": Path(topo_path).name, "iterations": TF_ITERATIONS}
+        try:
+            res = run_job(exp, topo, str(topo_path), tmp / exp.name, progress=False, source=str(path))
+            s = res.summary
+            split = s.step_split
+            row.update(
+                comm_s=split.comm_s.mean if split else None,
+                comm=split.comm_s.as_dict() if split else None,
+                link_s=split.link_s.mean if split else None,
+                bct=s.bct_s.as_dict(),
+                model_bytes=s.model_bytes_emulated,
+                bytes_per_ps=s.bytes_per_ps,
+                workers=s.workers,
+                ps=s.ps,
+                faithful=bool(s.faithful),
+                fidelity=s.fidelity_reason,
+                complete=res.complete,
+                error="",
+            )
+            LOG.info("%s: communication %.3f s per step (BCT %.3f s)", name, row["comm_s"] or 0, s.bct_s.mean or 0)
+        except (RuntimeError, OSError, ValueError) as err:
+            row.update(comm_s=None, faithful=False, fidelity="", error=str(err))
+            LOG.warning("%s: %s", name, err)
+        rows.append(row)
+    return rows
+
+
+def simulate_tf(rows: list[dict], config: dict[str, str]) -> None:
+    """`testbed simulate` of the same files (runs.simulate, the same short job) beside each TF
+    row: exact max-min, the calibrated model, and the busiest cable's bound; the error is the
+    calibrated model's against the measured communication (these points are never fitted on)."""
+    from models.flow.simgrid import BASE_CONFIG
+    from runs.simulate import plan, run
+
+    for row in rows:
+        p = plan(TOP / "workloads" / "experiments" / row["experiment"], [f"iterations={TF_ITERATIONS}"])
+        exact = run(p, config=dict(BASE_CONFIG))
+        calibrated = run(p, config=config)
+        row.update(
+            uncalibrated_s=exact.result.iteration_s,
+            calibrated_s=calibrated.result.iteration_s,
+            busiest_cable_s=exact.bound_s,
+            simulated_bytes=p.model_bytes,
+        )
+        comm = row.get("comm_s")
+        row["ratio"] = calibrated.result.iteration_s / comm if comm else None
+
+
+def tf_line(rows: list[dict]) -> str:
+    judged = [r for r in rows if r.get("ratio") is not None and r.get("faithful")]
+    if not judged:
+        return "**The TF PS job, held out**: no faithful TF point."
+    e = _errors([r["ratio"] - 1 for r in judged])
     return (
-        f"emulated {slower:.2f}x max-min, {side} the {fitted:.2f}x the factors give a fan-in of {fan_in}: "
-        + ("its flows share their cables worse than the other points of its fan-in" if side == "above"
-           else "its flows run closer to the shaped rate than the other points of its fan-in")
-    )  # fmt: skip
+        f"**The TF PS job, held out** (never fitted on; {e['points']} faithful runs): median |error| "
+        f"{e['median_abs_error'] * 100:.1f}%, {e['within_10pct'] * 100:.0f}% within 10%."
+    )
 
 
-def held_out_line(cv: dict | None, rows: list[dict]) -> str:
+def held_out_line(cal: dict, rows: list[dict]) -> str:
     """The fitted and the held-out errors side by side (the goal: held-out median <= 5%, 90%
     within 10%); never the fitted ones alone."""
     fitted = [abs(r["ratio"] - 1) for r in rows if r.get("ratio") is not None and r.get("faithful")]
-    line = "**Fitted** (scored on the points it was fitted on): "
+    line = "**Fitted** (the chosen form scored on the points it was fitted on, SimGrid's times): "
     if fitted:
         median = statistics.median(fitted)
         within = sum(1 for e in fitted if e <= 0.10) / len(fitted)
         line += f"median |error| {median * 100:.1f}%, {within * 100:.0f}% within 10% ({len(fitted)} faithful points). "
+    cv = cal.get("held_out")
     if cv is None:
         return line + "**Held out**: not judged (points from fewer than two topologies)."
+    sim = cv.get("simulated") or cv
+    nested = cv["nested"]
+    met = sim["median_abs_error"] <= 0.05 and sim["within_10pct"] >= 0.9
     return line + (
-        f"**Held out** ({cv['method']}; the column 'held out / emulated', from the fit's formula): median |error| "
-        f"{cv['median_abs_error'] * 100:.1f}%, {cv['within_10pct'] * 100:.0f}% within 10%, "
-        f"{cv['within_5pct'] * 100:.0f}% within 5% of {cv['points']} points. Goal: median <= 5% and 90% within 10%: "
-        + ("met." if cv["median_abs_error"] <= 0.05 and cv["within_10pct"] >= 0.9 else "not met.")
+        f"**Held out** ({cv['method']}; the column 'held out / emulated', SimGrid's times with the left-out "
+        f"topology's fit): median |error| {sim['median_abs_error'] * 100:.1f}%, {sim['within_10pct'] * 100:.0f}% "
+        f"within 10%, {sim['within_5pct'] * 100:.0f}% within 5% of {sim['points']} points (from the fit's formula: "
+        f"{cv['median_abs_error'] * 100:.1f}%, {cv['within_10pct'] * 100:.0f}%). With the form chosen held out too "
+        f"({nested['method']}): {nested['median_abs_error'] * 100:.1f}%, {nested['within_10pct'] * 100:.0f}% within "
+        f"10%. Goal: median <= 5% and 90% within 10%: " + ("met." if met else "not met.")
     )
+
+
+def forms_table(forms: list[dict]) -> str:
+    head = ["form", "fitted: median", "within 10%", "held out: median", "within 10%", "within 5%", "fitted values"]
+    rows = []
+    for f in forms:
+        v = f["fit"]
+        parts = [f"b {v['bandwidth_factor']:.3f}" if v["bandwidth_factor"] != 1 else "",
+                 f"c {v['message_latency_s'] * 1e3:.2g} ms" if v["message_latency_s"] else "",
+                 f"per cable {v['hop_latency_s'] * 1e3:.2g} ms" if v["hop_latency_s"] else "",
+                 f"weight-S {v['weight_s']:g}" if v["weight_s"] else "",
+                 f"queue {v['queue_bytes']:g} B" if v.get("queue_bytes") else "",
+                 f"datapath {v['datapath_bps'] * 8e-6:g} Mbit/s x cables" if v.get("datapath_bps") else "",
+                 f"k {v['fan_in_factor']:.3f}" if v["fan_in_factor"] else ""]  # fmt: skip
+        fi, ho = f["fitted"], f["held_out"]
+        rows.append([f["form"], f"{fi['median_abs_error'] * 100:.1f}%", f"{fi['within_10pct'] * 100:.0f}%",
+                     f"{ho['median_abs_error'] * 100:.1f}%", f"{ho['within_10pct'] * 100:.0f}%",
+                     f"{ho['within_5pct'] * 100:.0f}%", ", ".join(x for x in parts if x) or "-"])  # fmt: skip
+    return md_table(head, rows)
 
 
 def format_tables(res: dict) -> str:
@@ -294,25 +515,60 @@ def format_tables(res: dict) -> str:
     ]  # fmt: skip
     parts = ["### Simulated against emulated communication time\n\n" + md_table(head, rows)]
     if "calibration" in res:
-        f, b = res["calibration"]["fit"], res["calibration"]["bandwidth_factor_only"]
+        cal = res["calibration"]
+        f = cal["fit"]
         within = sum(1 for r in res["points"] if r.get("within_goal"))
         parts.append(
-            f"Fitted on {f['points']} points: bandwidth factor {f['bandwidth_factor']:.3f}, message "
-            f"latency {f['message_latency_s'] * 1e3:.2f} ms, fan-in factor k {f.get('fan_in_factor', 0.0):.3f} "
-            f"(times x (1 + k ln F)) (rms log error {f['rms_log_error']:.3f}, worst "
-            f"{f['max_abs_error'] * 100:.1f}%). Bandwidth factor alone: {b['bandwidth_factor']:.3f} (rms "
-            f"{b['rms_log_error']:.3f}, worst {b['max_abs_error'] * 100:.1f}%). Within 5%: {within} of "
-            f"{len(res['points'])} points. Fitted on {res['calibration']['fitted_on']}."
+            f"Chosen by its held-out error: **{cal['form']}** (b {f['bandwidth_factor']:.3f} on top of the "
+            f"headers' {'on' if f['headers'] else 'off'}, message latency {f['message_latency_s'] * 1e3:.3g} ms, "
+            f"latency per cable {f['hop_latency_s'] * 1e3:.3g} ms, weight-S {f['weight_s']:g}, queue "
+            f"{f.get('queue_bytes', 0):g} B, datapath {f.get('datapath_bps', 0) * 8e-6:g} Mbit/s x cables (0: none), "
+            f"fan-in k {f['fan_in_factor']:.3f}), fitted on {f['points']} points. Within 5%: {within} of "
+            f"{len(res['points'])} points. Fitted on {cal['fitted_on']}."
         )
-        parts.append(held_out_line(res["calibration"].get("held_out"), res["points"]))
+        parts.append(held_out_line(cal, res["points"]))
+        if cal.get("forms"):
+            parts.append(
+                "### Every form tried: fitted and held-out errors\n\nFitted: on all faithful points; held out: each "
+                "topology left out in turn (grid value and factors fitted on the others), from the form's formula "
+                "(SimGrid's times at the grid value, times the closed-form factors).\n\n" + forms_table(cal["forms"])
+            )
+    if res.get("tf"):
+        head = ["experiment", "TF job", "measured communication per step (s)", "BCT (s)", "simulated, max-min (s)",
+                "simulated, calibrated (s)", "calibrated / measured", "faithful"]  # fmt: skip
+        rows = [
+            [r["experiment"].removesuffix(".yaml"), f"W={r.get('workers')} P={r.get('ps')} "
+             f"({(r.get('model_bytes') or 0) / 1e6:.2f} MB)", fmt(r.get("comm_s"), ".3f"),
+             fmt((r.get("bct") or {}).get("mean"), ".3f"), fmt(r.get("uncalibrated_s"), ".3f"),
+             fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"),
+             "yes" if r.get("faithful") else f"no ({r.get('fidelity') or r.get('error')})"]
+            for r in res["tf"]
+        ]  # fmt: skip
+        parts.append(
+            "### The TF PS job (held out: never fitted on)\n\nEach shipped file run short on the emulator (`testbed "
+            f"run`'s job, {TF_ITERATIONS} measured steps), its communication per step measured as the links' busy "
+            "time (runs.steptime), beside `testbed simulate` of the same file with the calibrated factors.\n\n"
+            + md_table(head, rows)
+            + "\n\n"
+            + tf_line(res["tf"])
+        )
     return "\n\n".join(parts) + "\n"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = bench_parser("bench_flowmodel", __doc__, "one topology, mesh and ring, one small size (~2 min)")
+    p = bench_parser("bench_flowmodel", __doc__, "one topology, mesh and ring, one small size, no TF (~2 min)")
     p.add_argument("--topologies", nargs="+", help="topology file names (default: every shipped one)")
     p.add_argument("--sizes", type=float, nargs="+", help=f"busiest-cable seconds per point (default {SIZES_S})")
     p.add_argument("--emulated", help="reuse the emulated points of an earlier flowmodel.json (no emulation)")
+    p.add_argument(
+        "--tf-emulated", help="reuse the TF points of an earlier flowmodel-tf-emulated.json (no TF emulation)"
+    )
+    p.add_argument("--no-tf", action="store_true", help="leave the TF PS job out (no TF run, no TF point)")
+    p.add_argument(
+        "--emulate-only",
+        action="store_true",
+        help="stop once the emulated points are written (fit later with --emulated/--tf-emulated, off the CPU lock)",
+    )
     p.add_argument(
         "--factors", help=f"factors file to write (default {FACTORS}; --quick: OUT/flowmodel-factors-quick.json)"
     )
@@ -329,24 +585,47 @@ def main(argv: list[str] | None = None) -> int:
     files, sizes = tuple(args.topologies or files), tuple(args.sizes or sizes)
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
+    loaded = json.loads(Path(args.emulated).read_text()) if args.emulated else {}
+    if loaded:  # only what was emulated (a topology or scheme added since has no point to fit)
+        files = tuple(f for f in files if f in {r["topology"] for r in loaded["points"]})
+        schemes = tuple(x for x in schemes if x in {r["scheme"] for r in loaded["points"]})
+        sizes = tuple(sorted({r["size_s"] for r in loaded["points"]}))
     todo = [c for f in files for c in cases(f, schemes, sizes, iterations)]
     todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
     if args.emulated:
-        earlier = json.loads(Path(args.emulated).read_text())["points"]
+        earlier = loaded["points"]
         res["meta"]["emulated_from"] = f"{args.emulated} (refit: date and machine above are the refit's)"
+        res["meta"]["emulation"] = loaded.get("meta", {})  # when, where and at which commit they were emulated
         old = {(r["topology"], r["scheme"], r["size_s"]): r for r in earlier}
         todo = [c for c in todo if (c.topology, c.scheme, c.size_s) in old]
         rows = [dict(old[(c.topology, c.scheme, c.size_s)]) for c in todo]
     else:
         with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
             rows = emulate(todo, Path(tmp), out_dir / "flowmodel-emulated.json")
+    tf_rows: list[dict] = []
+    if args.emulated and not (args.tf_emulated or args.no_tf):
+        LOG.info("--emulated without --tf-emulated: no TF point (a refit never emulates)")
+    elif not (args.quick or args.no_tf):
+        if args.tf_emulated:
+            tf_rows = [dict(r) for r in json.loads(Path(args.tf_emulated).read_text())["points"]]
+            res["meta"]["tf_emulated_from"] = args.tf_emulated
+        else:
+            with tempfile.TemporaryDirectory(prefix="bench-flowmodel-tf-") as tmp:
+                tf_rows = emulate_tf(TF_EXPERIMENTS, Path(tmp))
+            write_text_atomic(out_dir / "flowmodel-tf-emulated.json", json.dumps({"points": tf_rows}, indent=1))
     res["meta"]["emulated_wall_s"] = time.monotonic() - t0
     res["points"] = rows
-    # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
-    write_text_atomic(out_dir / "flowmodel-emulated.json", json.dumps(res, indent=1))
+    if not args.emulated:  # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
+        write_text_atomic(out_dir / "flowmodel-emulated.json", json.dumps(res, indent=1))
+    if args.emulate_only:
+        LOG.info("emulated points written to %s; no fit (--emulate-only)", out_dir)
+        return 0
     quick_factors = out_dir / "flowmodel-factors-quick.json"
     factors = Path(args.factors) if args.factors else quick_factors if args.quick else FACTORS
     res["calibration"] = calibrate(todo, rows, factors, res["meta"])
+    if tf_rows:
+        simulate_tf(tf_rows, res["calibration"]["settings"])
+        res["tf"] = tf_rows
     res["meta"]["factors_file"] = str(factors)
     res["meta"]["wall_s"] = time.monotonic() - t0
     write_results(out_dir, "flowmodel", "Flow-model calibration", res, format_tables(res), args.quick)

@@ -151,10 +151,11 @@ class Outcome:
     grouped: Grouped | None = None  # PLink's groups (runs.plink_groups)
 
 
-def run(p: Plan, calibrated: bool | None = None) -> Outcome:
+def run(p: Plan, calibrated: bool | None = None, config: dict[str, str] | None = None) -> Outcome:
     """Route, simulate, and put the paper's model beside it (where it applies). `calibrated`:
     whether the stored calibration against this emulator applies (default: at emulated rates,
-    not at the paper's; False gives exact max-min)."""
+    not at the paper's; False gives exact max-min); `config`: these SimGrid settings instead
+    (the calibration benchmark's factors before they are stored)."""
     from controller.tc import initial_circuits
     from models.flow.routes import IndexedNetwork
 
@@ -180,6 +181,8 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())
     cfg, note = sim_config(calibrated=not p.paper if calibrated is None else calibrated)
+    if config is not None:
+        cfg, note = dict(config), f"{config.get('network/model', 'CM02')} with the given settings"
     result = simulate(platform(p.net, routes, p.paper), traffic, cfg)
     bound, cable = busiest_cable(traffic, routes, p.paper)
     return Outcome(p, traffic, result, routes, bound, cable, model_prediction(p), note, t1 - t0, grouped)

@@ -1,39 +1,52 @@
-"""Fit the flow model's factors to emulated communication times, and write the factors file.
+"""Fit the flow model's calibration to emulated communication times, judge it held out, write it.
 
-Two costs the exact max-min model (CM02) lacks, and the factors that stand for them:
-- a rate below the shaped one (TCP/IP headers, the shaper's and the engine's own pace): LV08's
-  `network/bandwidth-factor` b, every flow's rate times b;
-- a fixed cost per message (TCP's slow start on a connection that went idle, the engine's
-  per-message work, the receiver's wake-up): the engine's `flowmodel/message-latency-s` c, added
-  before each message's first byte (models.flow.simgrid). A schedule whose critical path
-  is k dependent messages long (ring: 2(W-1)) pays k x c, which a bandwidth factor cannot mimic.
-  LV08's own latency factor multiplies the cables' latency, which is 0 in every shipped topology.
+What the exact max-min model (CM02) lacks, and the terms that stand for it (each a SimGrid
+setting, models.flow.simgrid, so every consumer of the calibrated model has it):
+- **TCP headers**: every payload byte costs 1514 / 1448 = 1.046 on the wire at MTU 1500, which the
+  shapers count (`simgrid.TCP_HEADERS`): a fixed, physical part of the rate, never fitted.
+- **RTT-unfair sharing**: TCP flows that cross more shaped hops get smaller shares of a cable they
+  share with shorter ones (each hop a FIFO of up to 1,000 packets and a pass through the
+  datapath). LV08 has it: a flow's share is inversely proportional to its route's latency plus
+  `network/weight-S` / rate per cable. Two ways to weight a cable: a latency per cable
+  (`simgrid.HOP_LATENCY`: every cable alike) or weight-S (per cable in inverse proportion to its
+  rate: the standing queue's delay).
+- **a cost per message** (TCP's ramp on a connection that went idle, the engine's per-message
+  work): `simgrid.MESSAGE_LATENCY` before each message's first byte (it counts in the sharing
+  penalty too).
+- **a rate factor** b (LV08's `network/bandwidth-factor`, on top of the headers) and **a fan-in
+  term** k (every time x (1 + k ln F), F the most distinct senders of one receiver), kept only
+  where they pay off held out.
 
-- incasts: W TCP flows into one receiver share it worse than max-min (a flow that falls behind
-  holds back every sum that waits for it), more so the more senders: the fan-in term k, every
-  time x (1 + k ln F) with F the point's fan-in (distinct senders of its busiest receiver; 1 for a
-  ring, where the term vanishes).
-
-Per point the simulator gives its time at b = 1, c = 0 (`base_s`) and its growth with c
-(`slope`: messages on the critical path, measured by a second simulation), so the fit's model is
-T(b, c, k) = (base_s / b + slope x c) x (1 + k ln F) (exact in b and k; in c up to how the added
-latency reshuffles the sharing). The fit is least squares on log(T / emulated) (scipy), i.e. on relative error; the
-calibrated column of the benchmark is then simulated again with the fitted factors, not taken
-from this formula.
+Latencies and weight-S change who gets which share, so the simulated time is not closed-form in
+them: each candidate value (`Sharing`) is simulated per point (a small grid), and the closed-form
+factors (b: T / b; k) are fitted at each grid value by least squares on log(T / emulated); the
+grid value with the smallest error wins (`fit`). A `Form` says which terms a model has; `held_out`
+judges one form with each topology left out in turn (its grid value and factors chosen on the
+other topologies), `select_held_out` the whole procedure of choosing a form too (nested: the form
+is chosen on the training topologies' own held-out error). The form of 2026-11-27 (b, c and k on
+one exact max-min simulation and its growth with c, `Form.legacy`) stays as a form to compare.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from models.flow.simgrid import BASE_CONFIG, FAN_IN_FACTOR, MESSAGE_LATENCY, fan_in_multiplier
+from models.flow.simgrid import (
+    BASE_CONFIG,
+    DATAPATH,
+    FAN_IN_FACTOR,
+    HOP_LATENCY,
+    MESSAGE_LATENCY,
+    QUEUE_BYTES,
+    TCP_HEADERS,
+    fan_in_multiplier,
+)
 from topologies.files import write_text_atomic
 
 #: bounds of the fit: a bandwidth factor within [0.1, 1.2], a message latency within [0, 0.5] s,
@@ -44,70 +57,250 @@ FAN_IN_BOUNDS = (0.0, 5.0)
 
 
 @dataclass(frozen=True)
+class Sharing:
+    """The settings simulated per value (not closed-form in the time): the per-message latency,
+    the latency per cable and LV08's weight-S (bytes), and whether TCP's headers are charged."""
+
+    message_s: float = 0.0
+    hop_s: float = 0.0
+    weight_s: float = 0.0
+    headers: bool = True
+    datapath_bps: float = 0.0  # bytes/s x cables the emulator's datapath forwards (0: unlimited)
+    queue_bytes: float = 0.0  # bytes standing in each cable's queue: a latency of bytes / rate per cable
+
+    @property
+    def label(self) -> str:
+        return (
+            f"c={self.message_s * 1e3:g}ms hop={self.hop_s * 1e3:g}ms S={self.weight_s:g}"
+            + (f" queue={self.queue_bytes:g}B" if self.queue_bytes else "")
+            + (f" datapath={self.datapath_bps * 8 / 1e6:g}Mbps" if self.datapath_bps else "")
+            + ("" if self.headers else " no-headers")
+        )
+
+    def settings(self, bandwidth_factor: float = 1.0, fan_in_factor: float = 0.0) -> dict[str, str]:
+        """SimGrid's settings (models.flow.simgrid.sim_config's keys): LV08 with latency factor 1,
+        these terms, the rate factor b and the fan-in factor k."""
+        return {
+            **BASE_CONFIG,
+            "network/model": "LV08",
+            "network/bandwidth-factor": f"{bandwidth_factor:.6g}",
+            "network/latency-factor": "1",
+            "network/weight-S": f"{self.weight_s:.6g}",
+            MESSAGE_LATENCY: f"{self.message_s:.6g}",
+            HOP_LATENCY: f"{self.hop_s:.6g}",
+            TCP_HEADERS: "1" if self.headers else "0",
+            DATAPATH: f"{self.datapath_bps:.6g}",
+            QUEUE_BYTES: f"{self.queue_bytes:.6g}",
+            FAN_IN_FACTOR: f"{fan_in_factor:.6g}",
+        }
+
+
+#: exact max-min (no header, no latency)
+MAX_MIN = Sharing(headers=False)
+#: the headers alone
+HEADERS = Sharing()
+
+
+@dataclass(frozen=True)
 class Point:
-    """One (topology, traffic, bytes) point: emulated seconds and the simulator's terms."""
+    """One (topology, traffic, bytes) point: its emulated seconds and the simulator's."""
 
     name: str
     emulated_s: float
-    base_s: float  # simulated, b = 1, c = 0 (exact max-min)
-    slope: float  # d simulated / d c: messages on the critical path
+    base_s: float  # simulated, exact max-min (MAX_MIN)
+    slope: float = 0.0  # d simulated / d message latency at b = 1 (the legacy form's critical path)
     fan_in: int = 1  # distinct senders of the busiest receiver (models.flow.demands.Traffic.fan_in)
+    sims: Mapping[str, float] = field(default_factory=dict)  # Sharing.label -> simulated s (b = 1, k = 0)
 
-    def model_s(self, bandwidth_factor: float, message_s: float, fan_in_factor: float = 0.0) -> float:
-        return (self.base_s / bandwidth_factor + self.slope * message_s) * fan_in_multiplier(fan_in_factor, self.fan_in)
+    def simulated(self, sharing: Sharing) -> float:
+        if sharing == MAX_MIN and sharing.label not in self.sims:
+            return self.base_s
+        return self.sims[sharing.label]
+
+
+@dataclass(frozen=True)
+class Form:
+    """Which terms a model has: the candidate `Sharing` values (the grid; one value is a fixed
+    setting), and whether the rate factor b and the fan-in factor k are fitted. `legacy`: the
+    2026-11-27 form (b, c and k on base_s and slope, no headers)."""
+
+    name: str
+    grid: tuple[Sharing, ...] = (HEADERS,)
+    rate: bool = False
+    fan_in: bool = False
+    legacy: bool = False
 
 
 @dataclass(frozen=True)
 class Fit:
-    bandwidth_factor: float
+    bandwidth_factor: float  # LV08's network/bandwidth-factor (on top of the headers when they are on)
     message_latency_s: float
     rms_log_error: float  # root mean square of log(model / emulated) over the points
     max_abs_error: float  # largest |model / emulated - 1|
     points: int
     fan_in_factor: float = 0.0  # k of (1 + k ln F); 0 where not fitted
+    hop_latency_s: float = 0.0
+    weight_s: float = 0.0
+    headers: bool = False
+    form: str = ""
+    legacy: bool = False  # the message latency acts through Point.slope (Form.legacy)
+    datapath_bps: float = 0.0
+    queue_bytes: float = 0.0
+
+    @property
+    def sharing(self) -> Sharing:
+        return Sharing(
+            0.0 if self.legacy else self.message_latency_s,
+            self.hop_latency_s,
+            self.weight_s,
+            self.headers,
+            self.datapath_bps,
+            self.queue_bytes,
+        )
+
+    def model_s(self, p: Point) -> float:
+        """The form's time for `p` (SimGrid's at the fit's grid value, times the closed-form factors)."""
+        base = p.simulated(self.sharing) / self.bandwidth_factor
+        if self.legacy:
+            base += p.slope * self.message_latency_s
+        return base * fan_in_multiplier(self.fan_in_factor, p.fan_in)
 
 
-def fit(points: Sequence[Point], message_latency: bool = True, fan_in: bool = True) -> Fit:
-    """Least squares on log(T(b, c, k) / emulated); `message_latency=False` fits without c (c = 0),
-    `fan_in=False` without k (k = 0)."""
-    usable = [p for p in points if p.emulated_s > 0 and p.base_s > 0 and math.isfinite(p.emulated_s)]
-    if not usable:
-        raise ValueError("no point with an emulated and a simulated time to fit")
-    emu = np.array([p.emulated_s for p in usable])
-    base = np.array([p.base_s for p in usable])
-    slope = np.array([p.slope for p in usable])
-    log_f = np.log(np.maximum(1, [p.fan_in for p in usable]))
-    fan_in = fan_in and bool(np.any(log_f > 0))  # no point with a fan-in above 1: nothing to fit k on
-    names = ["b", *(["c"] if message_latency else []), *(["k"] if fan_in else [])]
+#: the grids of the settings that are not closed-form (each value simulated per point). Kept
+#: small: each value costs the benchmark ~13 s over its ~100 faithful points on 2 cores. A
+#: standing queue (QUEUE_BYTES: bytes / rate per cable) weights the sharing as weight-S does
+#: (S / rate per cable) and is not in the grid.
+MESSAGE_GRID_S = (1e-4, 3e-4, 1e-3)
+HOP_GRID_S = (3e-5, 1e-4, 3e-4, 1e-3)
+WEIGHT_GRID = (30.0, 100.0, 300.0, 1000.0, 3000.0)
+DATAPATH_GRID_BPS = tuple(mbps * 1e6 / 8 for mbps in (1200, 1600, 2000, 2500, 3200, 4000))
+#: the datapath's values beside a latency per cable or a message latency
+DATAPATH_NEAR_BPS = tuple(mbps * 1e6 / 8 for mbps in (2000, 2500, 3200))
+#: weight-S weights only routes with a latency (see models.flow.simgrid): a token 1 us per message
+WEIGHT_MESSAGE_S = 1e-6
+
+
+def candidate_forms() -> list[Form]:
+    """Every form the calibration tries and reports (fitted and held out), simplest first: exact
+    max-min; the rate factor alone; the 2026-11-27 form; then the headers with each family of
+    simulated terms (the per-message latency; LV08 sharing by a latency per cable or by weight-S;
+    the datapath's capacity, alone and beside a latency per cable or a message latency), each
+    with and without the rate factor b and the fan-in factor k."""
+    c_grid = tuple(Sharing(message_s=c) for c in MESSAGE_GRID_S)
+    dp_grid = tuple(Sharing(datapath_bps=d) for d in DATAPATH_GRID_BPS)
+    families = {
+        "headers": (HEADERS,),
+        "headers, message latency": (HEADERS, *c_grid),
+        "headers, LV08 latency per cable": (HEADERS, *(Sharing(hop_s=h) for h in HOP_GRID_S)),
+        "headers, LV08 weight-S": (HEADERS, *(Sharing(message_s=WEIGHT_MESSAGE_S, weight_s=w) for w in WEIGHT_GRID)),
+        "headers, datapath capacity": (HEADERS, *dp_grid),
+        "headers, datapath capacity, LV08 latency per cable": (
+            HEADERS,
+            *dp_grid,
+            *(Sharing(datapath_bps=d, hop_s=h) for d in DATAPATH_NEAR_BPS for h in (1e-4, 3e-4)),
+        ),
+        "headers, datapath capacity, message latency": (
+            HEADERS,
+            *dp_grid,
+            *(Sharing(datapath_bps=d, message_s=3e-4) for d in DATAPATH_NEAR_BPS),
+        ),
+    }
+    forms = [
+        Form("exact max-min", (MAX_MIN,)),
+        Form("bandwidth factor b", (MAX_MIN,), rate=True),
+        Form("2026-11-27: b, message latency c (linear), fan-in k", legacy=True, rate=True, fan_in=True),
+    ]
+    for name, grid in families.items():
+        for rate, fan_in in ((False, False), (True, False), (False, True), (True, True)):
+            suffix = "".join([", b" if rate else "", ", k" if fan_in else ""])
+            forms.append(Form(name + suffix, grid, rate, fan_in))
+    return forms
+
+
+def grid_of(forms: Sequence[Form]) -> list[Sharing]:
+    """Every Sharing value the forms need simulated (MAX_MIN first), each once."""
+    return list(dict.fromkeys([MAX_MIN, *(s for f in forms if not f.legacy for s in f.grid)]))
+
+
+def usable(points: Sequence[Point]) -> list[Point]:
+    return [p for p in points if p.emulated_s > 0 and p.base_s > 0 and math.isfinite(p.emulated_s)]
+
+
+def _closed_form(
+    sim: np.ndarray, emu: np.ndarray, log_f: np.ndarray, rate: bool, fan_in: bool, slope=None, message=False
+) -> tuple[float, float, float, np.ndarray]:
+    """Least squares on log(model / emulated) over the closed-form factors: (b, c, k, residuals)."""
+    names = [*(["b"] if rate else []), *(["c"] if message else []), *(["k"] if fan_in else [])]
     start = {"b": 0.95, "c": 0.001, "k": 0.05}
     bounds = {"b": BANDWIDTH_BOUNDS, "c": LATENCY_BOUNDS, "k": FAN_IN_BOUNDS}
 
-    def unpack(x: np.ndarray) -> tuple[float, float, float]:
+    def unpack(x) -> tuple[float, float, float]:
         v = dict(zip(names, x, strict=True))
-        return v["b"], v.get("c", 0.0), v.get("k", 0.0)
+        return v.get("b", 1.0), v.get("c", 0.0), v.get("k", 0.0)
 
-    def residual(x: np.ndarray) -> np.ndarray:
+    def residual(x) -> np.ndarray:
         b, c, k = unpack(x)
-        return np.log((base / b + slope * c) * (1 + k * log_f) / emu)
+        t = sim / b + (slope * c if message else 0.0)
+        return np.log(t * (1 + k * log_f) / emu)
 
+    if not names:
+        return 1.0, 0.0, 0.0, residual([])
+    if names == ["b"]:  # exact: log b is the mean log ratio
+        b = float(np.clip(np.exp(np.mean(np.log(sim / emu))), *BANDWIDTH_BOUNDS))
+        return b, 0.0, 0.0, residual([b])
     res = least_squares(
         residual, [start[n] for n in names], bounds=([bounds[n][0] for n in names], [bounds[n][1] for n in names])
     )
     b, c, k = unpack(res.x)
     # to the microsecond: SimGrid crashes on latencies below its precision (1e-9 s, seen at 4.5e-14)
     c = round(c, 6)
-    x = np.array([{"b": b, "c": c, "k": k}[n] for n in names])
-    r = residual(x)
-    return Fit(float(b), c, float(np.sqrt(np.mean(r**2))), float(np.max(np.abs(np.expm1(r)))), len(usable), float(k))
+    return b, c, k, residual([{"b": b, "c": c, "k": k}[n] for n in names])
+
+
+def fit(points: Sequence[Point], form: Form) -> Fit:
+    """The form's best grid value and closed-form factors on `points` (least squares on the log
+    ratio; the grid value with the smallest root-mean-square wins)."""
+    pts = usable(points)
+    if not pts:
+        raise ValueError("no point with an emulated and a simulated time to fit")
+    emu = np.array([p.emulated_s for p in pts])
+    log_f = np.log(np.maximum(1, [p.fan_in for p in pts]))
+    fan_in = form.fan_in and bool(np.any(log_f > 0))  # no point with a fan-in above 1: nothing to fit k on
+    best: Fit | None = None
+    for sharing in form.grid if not form.legacy else (MAX_MIN,):
+        sim = np.array([p.simulated(sharing) for p in pts])
+        slope = np.array([p.slope for p in pts])
+        b, c, k, r = _closed_form(sim, emu, log_f, form.rate, fan_in, slope, form.legacy)
+        rms = float(np.sqrt(np.mean(r**2)))
+        if best is None or rms < best.rms_log_error:
+            best = Fit(
+                b,
+                c if form.legacy else sharing.message_s,
+                rms,
+                float(np.max(np.abs(np.expm1(r)))),
+                len(pts),
+                k,
+                sharing.hop_s,
+                sharing.weight_s,
+                sharing.headers,
+                form.name,
+                form.legacy,
+                sharing.datapath_bps,
+                sharing.queue_bytes,
+            )
+    assert best is not None
+    return best
 
 
 @dataclass(frozen=True)
 class HeldOut:
-    """How the fit does on points it never saw: each group (a topology) left out in turn, the
-    factors fitted on the others, and the left-out points scored with those factors."""
+    """How a form does on points it never saw: each group (a topology) left out in turn, the form
+    fitted on the others, and the left-out points scored with that fit."""
 
     errors: dict[str, float]  # point name -> model / emulated - 1, fitted without its group
     groups: int
+    fits: dict[str, Fit] = field(default_factory=dict)  # group -> the fit its points were scored with
+    forms: dict[str, str] = field(default_factory=dict)  # group -> the form chosen without it (select_held_out)
 
     @property
     def median_abs(self) -> float:
@@ -117,45 +310,70 @@ class HeldOut:
         """The share of held-out points within `tolerance` (relative)."""
         return float(np.mean([abs(e) <= tolerance for e in self.errors.values()]))
 
+    def meets(self, median: float = 0.05, share: float = 0.9, tolerance: float = 0.10) -> bool:
+        """The goal: held-out median |error| <= 5% and 90% of points within 10%."""
+        return self.median_abs <= median and self.within(tolerance) >= share
 
-def held_out(
-    points: Sequence[Point], group: Callable[[Point], str], message_latency: bool = True, fan_in: bool = True
-) -> HeldOut:
-    """Leave-one-group-out cross-validation of `fit`: the honest error of a fitted factor.
 
-    Groups are whole topologies (`group`), so a held-out point shares neither its network nor its
-    sibling sizes with what the factors were fitted on. A loop over groups rather than
-    scikit-learn's LeaveOneGroupOut: the split is five lines, the package would be a dependency
-    for them alone."""
+def _groups(points: Sequence[Point], group: Callable[[Point], str]) -> list[str]:
     names = sorted({group(p) for p in points})
     if len(names) < 2:
         raise ValueError("held-out validation needs points from at least two topologies")
+    return names
+
+
+def held_out(points: Sequence[Point], group: Callable[[Point], str], form: Form) -> HeldOut:
+    """Leave-one-group-out cross-validation of `fit`: the honest error of a fitted form.
+
+    Groups are whole topologies (`group`), so a held-out point shares neither its network nor its
+    sibling sizes with what the form was fitted on (its grid value included). A loop over groups
+    rather than scikit-learn's LeaveOneGroupOut: the split is five lines, the package would be a
+    dependency for them alone."""
+    pts = usable(points)
     errors: dict[str, float] = {}
-    for name in names:
-        train = [p for p in points if group(p) != name]
-        f = fit(train, message_latency, fan_in)
-        for p in points:
+    fits: dict[str, Fit] = {}
+    for name in _groups(pts, group):
+        f = fit([p for p in pts if group(p) != name], form)
+        fits[name] = f
+        for p in pts:
             if group(p) == name:
-                errors[p.name] = p.model_s(f.bandwidth_factor, f.message_latency_s, f.fan_in_factor) / p.emulated_s - 1
-    return HeldOut(errors, len(names))
+                errors[p.name] = f.model_s(p) / p.emulated_s - 1
+    return HeldOut(errors, len(fits), fits)
+
+
+def rank_key(cv: HeldOut) -> tuple[float, float]:
+    """Forms are ranked by held-out median |error|, then by the share outside 10%."""
+    return (cv.median_abs, 1 - cv.within(0.10))
+
+
+def select_held_out(points: Sequence[Point], group: Callable[[Point], str], forms: Sequence[Form]) -> HeldOut:
+    """The held-out error of choosing a form, not only of fitting one: each group left out in
+    turn, every form judged by its own held-out error on the other groups (rank_key), the best
+    fitted on them, and the left-out points scored with it. Picking the form with the best
+    held-out error over all groups and quoting that error would have seen every group once."""
+    pts = usable(points)
+    errors: dict[str, float] = {}
+    fits: dict[str, Fit] = {}
+    chosen: dict[str, str] = {}
+    for name in _groups(pts, group):
+        train = [p for p in pts if group(p) != name]
+        form = min(forms, key=lambda fm: rank_key(held_out(train, group, fm)))
+        f = fit(train, form)
+        fits[name], chosen[name] = f, form.name
+        for p in pts:
+            if group(p) == name:
+                errors[p.name] = f.model_s(p) / p.emulated_s - 1
+    return HeldOut(errors, len(fits), fits, chosen)
 
 
 def settings(f: Fit) -> dict[str, str]:
-    """The settings the engine reads (models.flow.simgrid.sim_config): LV08 with the fitted
-    bandwidth factor, latency factor 1 and weight-S 0 (pure max-min sharing, as CM02 here), the
-    message latency and the fan-in factor."""
-    return {
-        **BASE_CONFIG,
-        "network/model": "LV08",
-        "network/bandwidth-factor": f"{f.bandwidth_factor:.6g}",
-        "network/latency-factor": "1",
-        "network/weight-S": "0",
-        MESSAGE_LATENCY: f"{f.message_latency_s:.6g}",
-        FAN_IN_FACTOR: f"{f.fan_in_factor:.6g}",
-    }
+    """The settings the engine reads (models.flow.simgrid.sim_config): LV08 with the fit's terms."""
+    return f.sharing.settings(f.bandwidth_factor, f.fan_in_factor) | (
+        {MESSAGE_LATENCY: f"{f.message_latency_s:.6g}"} if f.legacy else {}
+    )
 
 
-def write_factors(path: Path, f: Fit, record: dict, points: Sequence[Point]) -> dict:
+def write_factors(path, f: Fit, record: dict, points: Sequence[Point]) -> dict:
     """The factors file: the settings (keys with a "/"), then the record (date, machine, the fit's
     quality, every point). Returns what it wrote."""
     data = {**settings(f), "fit": asdict(f), **record, "points": [asdict(p) for p in points]}

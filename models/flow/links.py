@@ -32,7 +32,7 @@ def platform(net: Network, routes: Routes, paper: bool) -> Platform:
                 links.append((f"{ln.a}:{ln.port_a}-{ln.b}:{ln.port_b}", mbps * BYTES_PER_MBIT, latency))
             hops.append((index[ln.key], frm == ln.a))
         out[pair] = hops
-    return Platform(links, out)
+    return Platform(links, out, net.spec.mtu)
 
 
 def busiest_cable(traffic: Traffic, routes: Routes, paper: bool) -> tuple[float, str]:

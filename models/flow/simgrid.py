@@ -3,17 +3,29 @@
 Measured facts this follows (docs/flowmodel.md, "SimGrid facts"; Debian's python3-simgrid 3.32):
 - CM02 with cross-traffic off and `network/optim:Full` is exact max-min; the default Lazy
   optimisation lets flows exceed a link's rate when latencies are > 0 (a SimGrid bug), so Full
-  is always set. A calibration may replace the model by LV08 with fitted factors (`factors`),
-  and add a per-message latency (`MESSAGE_LATENCY`): each message's first byte arrives that much
-  after it starts, which is what TCP's ramp and the engine's per-message work cost on the emulator
-  and what max-min sharing has no term for (benchmarks/flowmodel.py fits it).
+  is always set. A calibration (`factors`) replaces the model by LV08 with fitted settings.
+- LV08 shares a cable in inverse proportion to each flow's *penalty*: its route's latency plus
+  `network/weight-S` / rate per cable crossed. It is the RTT unfairness the emulator shows (TCP
+  flows crossing more shaped hops get smaller shares: measured on leafspine-2rack, a receiver's
+  in-rack senders finish their shards at 0.36-0.42 s, its cross-rack ones at 0.58-0.62 s). SimGrid
+  only weights flows whose route has a latency: with every latency 0 all penalties are equal
+  (max-min whatever weight-S says; checked on 3.32). The calibration's latencies are this engine's
+  settings: `HOP_LATENCY` on every cable (a forwarding hop of the emulator), and `MESSAGE_LATENCY`
+  on one extra link per sender that never limits a rate (what TCP's ramp and the engine's
+  per-message work cost). Both delay each message's first byte and count in its penalty.
+- Every payload byte costs (MTU + 14) / (MTU - 52) on the wire (Ethernet, IP and TCP headers with
+  timestamps: 1514 / 1448 = 1.046 at MTU 1500), which the shapers count: `TCP_HEADERS` gives every
+  flow that share of its cables' rates (`header_factor`, from the platform's MTU); LV08's
+  `network/bandwidth-factor` multiplies on top of it.
 - The emulator's incasts: W TCP flows into one receiver take longer than max-min's fair shares
   (a flow that falls behind holds back every sum that waits for it). A calibration may set
   `FAN_IN_FACTOR` k: the simulated times are then multiplied by 1 + k ln F, F the traffic's
   fan-in (the most distinct senders one receiver has; 1 for a ring: no change). A point-level
   term, fitted and judged held out like the others (benchmarks/flowmodel.py).
 - One Engine per process (a second one aborts; an uncaught error in an actor aborts too), so
-  each simulation runs in a fresh spawned process that does one task and exits.
+  each simulation runs in a fresh process that does one task and exits: spawned for one
+  simulation (`simulate`), forked from the caller for many (`simulate_many`: a spawned process
+  spends ~1 s importing before it simulates; a fork shares the caller's imports).
 - Every actor is an OS thread: one driver actor starts every transfer with `Comm.sendto_async`.
 - Routes are the controller's, given per host pair as a Full zone (`add_route` per pair): the
   zone's table is hosts^2 pointers (~0.8 GB at 10k hosts), which buys exact per-pair paths;
@@ -29,6 +41,7 @@ import os
 import resource
 import time
 from collections import defaultdict, deque
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
@@ -54,6 +67,19 @@ FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
 MESSAGE_LATENCY = "flowmodel/message-latency-s"
 #: this engine's setting: k of the fan-in term, times x (1 + k ln fan-in) (see the module docstring)
 FAN_IN_FACTOR = "flowmodel/fan-in-factor"
+#: this engine's setting: seconds added to every cable's latency (see the module docstring)
+HOP_LATENCY = "flowmodel/hop-latency-s"
+#: this engine's setting: bytes standing in every cable's queue, i.e. a latency of bytes / rate per
+#: cable (a queueing delay: larger on slower cables)
+QUEUE_BYTES = "flowmodel/queue-bytes"
+#: this engine's setting: bytes per second times cables crossed that the emulator's datapath
+#: forwards in all (one shared resource every flow uses once per cable it crosses; see the module docstring)
+DATAPATH = "flowmodel/datapath-Bps"
+#: this engine's setting: "1" gives every flow the payload's share of its cables' rates (header_factor)
+TCP_HEADERS = "flowmodel/tcp-headers"
+#: MTU of the shipped topologies (topologies.spec.DEFAULT_MTU, not imported: this module stays
+#: free of the topology package, it runs in the simulation's subprocess)
+DEFAULT_MTU = 1500
 
 
 def sim_config(calibrated: bool = True) -> tuple[dict[str, str], str]:
@@ -86,6 +112,14 @@ class Platform:
 
     links: list[tuple[str, float, float]]  # (name, bytes/s, latency s)
     routes: dict[tuple[str, str], list[tuple[int, bool]]]  # pair -> [(link index, a->b)]
+    mtu: int = DEFAULT_MTU  # the network's MTU (topologies.spec): what TCP_HEADERS charges
+
+
+def header_factor(mtu: int = DEFAULT_MTU) -> float:
+    """Payload bytes per wire byte of a full TCP segment: (MTU - 52) / (MTU + 14), i.e. 1448 / 1514
+    at MTU 1500 (IP 20 + TCP 20 + timestamps 12 inside the MTU, Ethernet 14 outside it, which HTB
+    counts: emulation.shaping)."""
+    return (mtu - 52) / (mtu + 14)
 
 
 @dataclass
@@ -136,17 +170,29 @@ def _simulate(platform: Platform, traffic: Traffic, config: dict[str, str]) -> S
     sg = _quiet_import()
     sg_cfg = {k: v for k, v in config.items() if not k.startswith("flowmodel/")}
     message_s = float(config.get(MESSAGE_LATENCY, 0.0))
+    hop_s = float(config.get(HOP_LATENCY, 0.0))
+    queue_b = float(config.get(QUEUE_BYTES, 0.0))
+    payload = header_factor(platform.mtu) if config.get(TCP_HEADERS, "0") == "1" else 1.0
     args = ["flowmodel", *(f"--cfg={k}:{v}" for k, v in sg_cfg.items()), "--log=root.thres:warning"]
     e = sg.Engine(args)
     zone = sg.NetZone.create_full_zone("net")
     hosts = {h: zone.create_host(h, 1e9).seal() for h in traffic.hosts()}
-    links = [zone.create_split_duplex_link(name, rate).set_latency(lat).seal() for name, rate, lat in platform.links]
+    links = [
+        zone.create_split_duplex_link(name, rate * payload).set_latency(lat + hop_s + queue_b / rate).seal()
+        for name, rate, lat in platform.links
+    ]
     up, down = sg.LinkInRoute.Direction.UP, sg.LinkInRoute.Direction.DOWN
     # the per-message latency: one link per sender that never limits a rate (1 PB/s), only delays
     sender = {h: zone.create_link(f"msg-{h}", 1e15).set_latency(message_s).seal() for h in hosts} if message_s else {}
+    datapath_bps = float(config.get(DATAPATH, 0.0))
+    datapath = zone.create_link("datapath", datapath_bps).seal() if datapath_bps > 0 else None
     for (a, b), route in platform.routes.items():
+        if a not in hosts or b not in hosts:  # a platform may route pairs this traffic never uses
+            continue
         hops = [sg.LinkInRoute(links[i], up if fwd else down) for i, fwd in route]
         hops = [sg.LinkInRoute(sender[a])] + hops if message_s else hops
+        if datapath is not None:  # once per cable: SimGrid adds up a link's repeats in a route (checked on 3.32)
+            hops += [sg.LinkInRoute(datapath)] * len(route)
         zone.add_route(hosts[a].netpoint, hosts[b].netpoint, None, None, hops, False)
     zone.seal()
     t1 = time.perf_counter()
@@ -259,6 +305,40 @@ def simulate(platform: Platform, traffic: Traffic, config: dict[str, str] | None
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), max_tasks_per_child=1) as pool:
         res = pool.submit(_simulate, platform, traffic, cfg).result()
     LOG.debug("simulation: %.2f s in the subprocess, %.2f s with its start", res.wall_s, time.perf_counter() - t0)
+    return _finish(res, traffic, cfg)
+
+
+def simulate_many(
+    jobs: Sequence[tuple[Platform, Traffic, dict[str, str]]], parallel: int = 2
+) -> list[SimResult | None]:
+    """Many simulations, `parallel` at a time, each in a process of its own forked from this one
+    (a calibration's grid: thousands of simulations, where a spawned process's ~1 s of imports
+    would cost more than the simulation). The caller must not have imported simgrid (a forked
+    child would inherit its Engine); it never is outside the simulation's own process. A
+    simulation that fails gives None (and a log line) rather than ending the batch."""
+    ctx = get_context("fork")
+    with ctx.Pool(max(1, parallel), maxtasksperchild=1) as pool:
+        got = pool.starmap(_simulate_quietly, jobs, chunksize=1)
+    out: list[SimResult | None] = []
+    for (_, traffic, cfg), res in zip(jobs, got, strict=True):
+        if res.error:
+            LOG.warning("%s: simulation failed: %s", traffic.name, res.error)
+            out.append(None)
+        else:
+            out.append(_finish(res, traffic, cfg))
+    return out
+
+
+def _simulate_quietly(platform: Platform, traffic: Traffic, config: dict[str, str]) -> SimResult:
+    """`_simulate`, with an error raised before the engine ran reported in the result."""
+    try:
+        return _simulate(platform, traffic, config)
+    except Exception as err:  # a worker that raised would take its error across as an exception
+        return SimResult(math.nan, [], len(traffic), 0, 0, 0.0, 0.0, 0.0, 0.0, config, f"{type(err).__name__}: {err}")
+
+
+def _finish(res: SimResult, traffic: Traffic, cfg: dict[str, str]) -> SimResult:
+    """A simulation's result with the calibration's point-level term (the fan-in factor) applied."""
     if res.error:
         raise RuntimeError(f"simulation failed: {res.error}")
     k = float(cfg.get(FAN_IN_FACTOR, 0.0))
