@@ -24,6 +24,19 @@ of the iteration, so the runner can follow the run (t0, steps) while it goes.
 Paused senders (RAT's failure model): the config's `pauses` list (start, end) windows in seconds
 after t0, the start of the first measured iteration (drawn by the runner from its seed); inside
 one, this host's sends wait for the window's end.
+
+Schedules that change between iterations (PLink's Autotune; the config's `replan`): the runner
+publishes a new plan as every host's part in `<run_dir>/plans/v<k>/` (engine.processes.publish_plan,
+written whole, then renamed into place), the rendezvous PLink keeps in Redis. Before iteration i
+each host takes the plan iteration i runs from `<run_dir>/plans/at/<i>`: the first host there
+writes the newest version it sees (a hard link, which fails if another host made it first), the
+others read it, so every host runs iteration i on the same plan whenever the runner publishes.
+Such a host connects to every other host at the start (a new plan may have it send to a peer the
+first did not), and each row carries, per peer it sends to, what TCP itself measured over the
+synchronisation (TCP_INFO of each connection, summed over the `streams`: bytes acknowledged, the
+rate while the connection had data in flight, the largest smoothed RTT): the per-connection
+bandwidth and RTT the paper's Finetune reads from the OS. A plan changes which host masters what,
+not the chunks, so each iteration's sum is still exact (the check mode verifies it).
 """
 
 from __future__ import annotations
@@ -32,15 +45,18 @@ import asyncio
 import json
 import logging
 import os
+import socket
+import struct
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.executor import HostEngine
-from schemes.schedule import from_host_part
+from engine.executor import EngineError, HostEngine
+from schemes.schedule import Schedule, from_host_part
 
 LOG = logging.getLogger("scheme-host")
 
@@ -102,6 +118,97 @@ def calibrated_gradient(seed: int, iteration: int, index: int, n_elems: int) -> 
     return np.random.default_rng([seed, iteration, index]).standard_normal(n_elems).astype(np.float32)
 
 
+class Plans:
+    """The plans a host's iterations run (see the module docstring): version 0 is its config's
+    schedule, later ones the runner's, read from `<run_dir>/plans/`."""
+
+    def __init__(self, run_dir: Path, name: str) -> None:
+        self.dir = run_dir / "plans"
+        self.name = name
+        self.version = 0
+
+    def latest(self) -> int:
+        versions = [int(p.name[1:]) for p in self.dir.glob("v*") if p.name[1:].isdigit()]
+        return max(versions, default=0)
+
+    def decide(self, iteration: int) -> int:
+        """The plan `iteration` runs on every host: the newest one the first host there saw."""
+        at = self.dir / "at"
+        at.mkdir(parents=True, exist_ok=True)
+        target = at / str(iteration)
+        mine = at / f".{iteration}.{self.name}"
+        mine.write_text(str(self.latest()))
+        try:
+            os.link(mine, target)  # atomic: only the first host's link is made
+        except FileExistsError:
+            pass
+        finally:
+            mine.unlink(missing_ok=True)
+        return int(target.read_text())
+
+    def for_iteration(self, iteration: int) -> Schedule | None:
+        """This host's schedule for `iteration` where it differs from the last one's, else None."""
+        version = self.decide(iteration)
+        if version == self.version:
+            return None
+        self.version = version
+        return from_host_part(json.loads((self.dir / f"v{version}" / f"{self.name}.json").read_text()))
+
+
+def use_schedule(engine: HostEngine, sched: Schedule) -> None:
+    """Run the next synchronisations on `sched`: the same chunks, other steps (PLink's masters
+    moved). Its peers must be connected already (a replanning host connects to every host)."""
+    if sched.chunks != engine.schedule.chunks or sched.hosts != engine.schedule.hosts:
+        raise EngineError(f"{engine.name}: a new plan must keep the chunks and hosts of the first")
+    engine.schedule = sched
+    engine.steps = defaultdict(list)
+    for s in sched.steps.get(engine.name, []):
+        engine.steps[s.chunk].append(s)
+
+
+#: struct tcp_info (linux/tcp.h): tcpi_rtt (u32, us) at 68, tcpi_bytes_acked (u64) at 120,
+#: tcpi_busy_time (u64, us: time with data in flight or queued) at 168
+TCP_INFO_BYTES = 176
+_RTT, _ACKED, _BUSY = struct.Struct("I"), struct.Struct("Q"), struct.Struct("Q")
+
+
+def tcp_counters(engine: HostEngine) -> dict[str, list[tuple[int, int, int]]]:
+    """Per peer this host sends to, per connection: (bytes acked, busy us, smoothed RTT us)."""
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    for peer, writers in engine.writers.items():
+        rows = []
+        for w in writers:
+            sock = w.get_extra_info("socket")
+            if sock is None:
+                continue
+            info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_BYTES)
+            if len(info) < TCP_INFO_BYTES:
+                continue  # a kernel without busy time (< 4.19): nothing measured
+            rows.append(
+                (_ACKED.unpack_from(info, 120)[0], _BUSY.unpack_from(info, 168)[0], _RTT.unpack_from(info, 68)[0])
+            )
+        out[peer] = rows
+    return out
+
+
+def peer_rates(before: dict, after: dict) -> dict[str, list[float]]:
+    """Per peer over one synchronisation: [bytes acked, bytes/s while busy (summed over the
+    peer's connections), the largest RTT in seconds]."""
+    out = {}
+    for peer, rows in after.items():
+        old = before.get(peer, [])
+        acked = rate = 0.0
+        rtt = 0.0
+        for i, (a, b, r) in enumerate(rows):
+            a0, b0, _ = old[i] if i < len(old) else (0, 0, 0)
+            acked += a - a0
+            if b > b0:
+                rate += (a - a0) / ((b - b0) / 1e6)
+            rtt = max(rtt, r / 1e6)
+        out[peer] = [acked, rate, rtt]
+    return out
+
+
 async def run(cfg: dict[str, Any]) -> None:
     name = cfg["name"]
     sched = from_host_part(cfg["schedule"])  # this host's compiled steps (engine.processes)
@@ -109,6 +216,9 @@ async def run(cfg: dict[str, Any]) -> None:
     engine = HostEngine(name, sched, addresses, streams=int(cfg.get("streams", 1)), barrier=bool(cfg.get("barrier")))
     if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
         engine.trace = []
+    plans = Plans(Path(cfg["run_dir"]), name) if cfg.get("replan") else None
+    if plans is not None:  # a later plan may send to any host: connect to all of them now
+        engine.out_peers = engine.in_peers = sorted(set(sched.hosts) - {name})
     pauses = [(float(a), float(b)) for a, b in cfg.get("pauses", [])]
     is_worker = name in sched.workers
     compute = Compute(cfg, sched.n_elems, sched.workers.index(name)) if is_worker else None
@@ -130,11 +240,15 @@ async def run(cfg: dict[str, Any]) -> None:
             buf = compute.gradient(it) if compute else np.zeros(sched.n_elems, dtype=np.float32)
             if cfg.get("check") and compute:
                 np.save(check_dir / f"{it}-{name}-in.npy", buf)
+            if plans is not None and (new := plans.for_iteration(it)) is not None:
+                use_schedule(engine, new)
             tb = time.monotonic()
             await engine.barrier(it)  # with `barrier`: every host starts the synchronisation together
             t1 = time.monotonic()
+            tcp0 = tcp_counters(engine) if plans is not None else None
             counters = await engine.synchronise(buf, it)
             t2 = time.monotonic()
+            peers = peer_rates(tcp0, tcp_counters(engine)) if tcp0 is not None else None
             if compute:
                 compute.apply(buf, len(sched.workers))
                 if cfg.get("check"):
@@ -157,6 +271,9 @@ async def run(cfg: dict[str, Any]) -> None:
             }
             if engine.trace is not None:
                 row["trace"] = list(engine.trace)
+            if plans is not None:
+                row["plan"] = plans.version
+                row["peers"] = peers
             log.write(json.dumps(row) + "\n")
             log.flush()
         log.write(json.dumps({"done": True, "host": name}) + "\n")

@@ -135,6 +135,29 @@ def run_scheme(
     return SchemeRun(run_dir, rows)
 
 
+def publish_plan(run_dir: Path, version: int, schedule: Schedule) -> Path:
+    """A new plan for a run whose hosts replan (config `replan`; engine.host.Plans): every host's
+    part of `schedule` into `<run_dir>/plans/v<version>/`, written into a temporary folder first
+    and renamed into place, so a host sees all of it or none. Hosts take it from the next
+    iteration none of them has started (plans/at/<i> says which iteration ran which plan)."""
+    plans = run_dir / "plans"
+    tmp = plans / f".v{version}.tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    for h in schedule.hosts:
+        (tmp / f"{h}.json").write_text(json.dumps(host_part(schedule, h)))
+    final = plans / f"v{version}"
+    tmp.rename(final)
+    return final
+
+
+def plan_of_iteration(run_dir: Path, iteration: int) -> int | None:
+    """The plan version an iteration ran on (None: not decided yet, or the hosts do not replan)."""
+    try:
+        return int((run_dir / "plans" / "at" / str(iteration)).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def _ports(hosts: Sequence[str], addresses: dict[str, str]) -> list[int]:
     """One port per host: BASE_PORT + i inside Mininet hosts (each has its own namespace); on a
     shared address (loopback tests and benchmarks) ports the kernel has free now, so two runs on

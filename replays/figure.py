@@ -123,7 +123,7 @@ def figure_names(mode: Literal["emulated", "model", "all"] = "emulated") -> list
 
 #: `testbed replay GROUP`: the figures of one paper. The PSNet paper's files are named figN; the
 #: other papers' start with their system's name (rat-fig6, hips-table3). `all` is every figure.
-GROUPS = {"psnet": r"fig\d+", "rat": r"rat-.+", "hips": r"hips-.+"}
+GROUPS = {"psnet": r"fig\d+", "rat": r"rat-.+", "hips": r"hips-.+", "plink": r"plink-.+"}
 
 
 def group_names(group: str, mode: Literal["emulated", "model", "all"] = "all") -> list[str] | None:

@@ -136,6 +136,35 @@ class Row:
         v = self.paper_bcts
         return describe(v)["ci95"] if v and len(v) > 1 else None
 
+    def percentile(self, key: str) -> float | None:
+        """The mean over repetitions of each run's per-iteration `key` (p50, p95) of the metric."""
+        got = [getattr(s.metric(self.metric), key, None) for s in self.summaries]
+        vals = [float(v) for v in got if isinstance(v, int | float)]
+        return statistics.fmean(vals) if vals and len(vals) == len(self.summaries) else None
+
+    @property
+    def plink(self) -> dict[str, Any] | None:
+        """PLink's groups over the repetitions (runs.plink_groups' summary entry): the first run's
+        groups, the mean AMI against the racks and PAIA of the raw and embedded probes."""
+        entries = [s.get("plink") for s in self.summaries if s.get("plink")]
+        if not entries:
+            return None
+
+        def mean(key: str) -> float | None:
+            vals = [float(e[key]) for e in entries if isinstance(e.get(key), int | float) and math.isfinite(e[key])]
+            return statistics.fmean(vals) if vals else None
+
+        first = entries[0]
+        return {
+            "groups_mode": first.get("groups_mode"),
+            "groups": [len(m) for m in (first.get("groups") or {}).values()],
+            "ami_vs_racks": mean("ami_vs_racks"),
+            "paia_raw": mean("paia_raw"),
+            "paia_embedded": mean("paia_embedded"),
+            "probe_mbps": [mean("probe_mbps_min"), mean("probe_mbps_max")] if first.get("probe_rounds") else None,
+            "runs": len(entries),
+        }
+
     @property
     def unfaithful_reason(self) -> str:
         """Why the repetitions that were not faithful were not (what a claim says it did not judge)."""
@@ -191,6 +220,8 @@ class PointResult(BaseModel):
     ci_over: str = Field(description="repetitions | steps | '' (see FigureReport.ci_method)")
     ci_n: int
     spread_s: float
+    p50_s: float | None = Field(default=None, description="the mean over repetitions of each run's per-iteration P50")
+    p95_s: float | None = Field(default=None, description="the mean over repetitions of each run's per-iteration P95")
     model_bct_min_s: float | None
     model_bct_max_s: float | None
     model_t_push_s: float | None
@@ -205,6 +236,7 @@ class PointResult(BaseModel):
     faithful: bool | None
     fidelity: str
     note: str = ""
+    plink: dict[str, Any] | None = Field(default=None, description="PLink's groups, AMI and PAIA (Row.plink)")
 
 
 class FigureReport(BaseModel):
@@ -251,6 +283,8 @@ def point_result(r: Row, note: str = "") -> PointResult:
         ci_over=r.ci_over,
         ci_n=r.ci_n,
         spread_s=r.spread,
+        p50_s=r.percentile("p50"),
+        p95_s=r.percentile("p95"),
         model_bct_min_s=r.pred.get("bct_min_s"),
         model_bct_max_s=r.pred.get("bct_max_s"),
         model_t_push_s=r.pred.get("t_push_s"),
@@ -263,6 +297,7 @@ def point_result(r: Row, note: str = "") -> PointResult:
         faithful=r.faithful,
         fidelity=r.fidelity_reason or "; ".join(r.failed),
         note=note,
+        plink=r.plink,
     )
 
 
@@ -326,6 +361,8 @@ CSV_FIELDS = {
     "ci_over": "ci_over",
     "ci_n": "ci_n",
     "bct_spread_s": "spread_s",
+    "p50_s": "p50_s",
+    "p95_s": "p95_s",
     "model_bct_min_s": "model_bct_min_s",
     "model_bct_max_s": "model_bct_max_s",
     "model_t_push_s": "model_t_push_s",
@@ -345,7 +382,7 @@ def csv_rows(points: list[PointResult]) -> list[dict[str, Any]]:
     for p in points:
         row = {col: getattr(p, attr) for col, attr in CSV_FIELDS.items()}
         row["failed"] = "; ".join(p.failed)
-        for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "model_bct_min_s", "model_bct_max_s"):
+        for col in ("bct_mean_s", "bct_ci95_s", "bct_spread_s", "p50_s", "p95_s", "model_bct_min_s", "model_bct_max_s"):
             row[col] = _f(row[col])
         row["model_t_push_s"] = _f(row["model_t_push_s"])
         rows.append(row)
@@ -513,6 +550,39 @@ ROUNDS_TEXT = (
 )
 
 
+def _plink_markdown(rep: FigureReport) -> list[str]:
+    """PLink's groups per point, where runs grouped hosts: sizes, AMI against the racks, PAIA of
+    the raw probes and of the embedding (the paper's §3.4 accuracy, with and without Eq. (1))."""
+    rows = [p for p in rep.points if p.plink]
+    if not rows:
+        return []
+
+    def num(v: float | None, pct: bool = False) -> str:
+        return "-" if v is None else (f"{v:.1%}" if pct else f"{v:.2f}")
+
+    out = [
+        "",
+        "## PLink's groups",
+        "",
+        "Per point, over its repetitions: how hosts were grouped, the groups' sizes (first run), their AMI against "
+        "the racks (1: the racks), and where probes were measured the probed bandwidth's range and PAIA (the share of "
+        "triplets whose order the distances get right against the racks) of the raw probes and of the embedding.",
+        "",
+        "| point | grouping | group sizes | AMI vs racks | probes (Mbit/s) | PAIA raw | PAIA embedded |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in rows:
+        g = p.plink or {}
+        mbps = g.get("probe_mbps")
+        span = f"{mbps[0]:.1f}-{mbps[1]:.1f}" if mbps and None not in mbps else "-"
+        out.append(
+            f"| {p.id} | {g.get('groups_mode')} | {', '.join(map(str, g.get('groups') or []))} "
+            f"| {num(g.get('ami_vs_racks'))} | {span} | {num(g.get('paia_raw'), True)} "
+            f"| {num(g.get('paia_embedded'), True)} |"
+        )
+    return out
+
+
 def markdown(rep: FigureReport) -> str:
     """report.md: settings, the points with their CIs, the claims judged, fidelity per point."""
     lines = [f"# {rep.title}" + (" (quick)" if rep.quick else ""), ""]
@@ -534,9 +604,9 @@ def markdown(rep: FigureReport) -> str:
         "",
         f"![{rep.figure}]({rep.figure}.png)",
         "",
-        f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | model (s) | eq. "
-        "| scale | compress | paper-eq. (s) | faithful |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| point | series | group | x | {rep.metric.upper()} mean (s) | 95% CI (s) | CI over | P50 (s) | P95 (s) "
+        "| model (s) | eq. | scale | compress | paper-eq. (s) | faithful |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in rep.points:
         model = f"{p.model_bct_min_s:.2f}-{p.model_bct_max_s:.2f}" if p.model_bct_min_s else "-"
@@ -547,9 +617,10 @@ def markdown(rep: FigureReport) -> str:
         bct = f"{p.bct_mean_s:.3f}" if p.bct_mean_s is not None else "failed: " + "; ".join(p.failed)
         ci = f"±{p.ci95_s:.3f}" if p.ci95_s is not None else "-"
         over = f"{p.ci_n} {'reps' if p.ci_over == 'repetitions' else 'steps'}" if p.ci_over else "-"
+        pct = " | ".join("-" if v is None else f"{v:.3f}" for v in (p.p50_s, p.p95_s))
         lines.append(
             f"| {p.id} | {p.series} | {p.group} | {'' if p.x is None else f'{p.x:g}'} | {bct} | {ci} | {over} "
-            f"| {model} | {p.equation or '-'} | {'-' if p.scale is None else f'{p.scale:g}'} "
+            f"| {pct} | {model} | {p.equation or '-'} | {'-' if p.scale is None else f'{p.scale:g}'} "
             f"| {'-' if p.compress is None else f'{p.compress:g}'} | {_paper_eq_text(p)} "
             f"| {'yes' if p.faithful else 'no' if p.faithful is False else '-'} |"
         )
@@ -560,12 +631,44 @@ def markdown(rep: FigureReport) -> str:
         lines.append("- (no claim declared in the figure file)")
     if rep.paper:
         lines += ["", f"Paper's stated numbers ({REFERENCE.parent.relative_to(REPO)}/): {json.dumps(rep.paper)}"]
+    lines += _plink_markdown(rep)
     if rep.decomposition or rep.ratio_curves:
         lines += decomp.markdown(rep.decomposition, rep.ratio_curves, f"{rep.figure}-ratio.png")
     lines += ["", "## Fidelity", ""]
     for p in rep.points:
         lines.append(f"- {p.id}: {_faithful_word(p.faithful)} ({p.fidelity})" + (f"; {p.note}" if p.note else ""))
     return "\n".join(lines) + "\n"
+
+
+ITERATIONS_TEXT = (
+    "\n\nEach point's first repetition over its measured iterations (GST per iteration; dotted lines: the "
+    "timeline's events at their step; the summaries' `autotune` entry lists every re-plan):\n\n![{name}]({name})\n"
+)
+
+
+def plot_iterations(fig: Figure, rows: list[Row], path: Path) -> None:
+    """Per group a panel: each point's first repetition, its GST per measured iteration
+    (gst_iterations_s), and the timeline's `at_step` events (counted from the first measured one)."""
+    plt = outputs.pyplot()
+    groups = list(dict.fromkeys(r.point.group for r in rows))
+    fig_, axes = plt.subplots(len(groups), 1, figsize=(8, 3.2 * len(groups)), squeeze=False)
+    for ax, g in zip(axes[:, 0], groups, strict=True):
+        for i, r in enumerate(x for x in rows if x.point.group == g):
+            ys = r.summaries[0].get("gst_iterations_s") if r.summaries else None
+            if not ys:
+                continue
+            ax.plot(range(1, len(ys) + 1), ys, ".-", color=f"C{i}", label=r.point.series)
+            warmup = int({**fig.job, **r.point.job}.get("warmup", 2))
+            for e in r.point.timeline:
+                if e.at_step is not None:
+                    ax.axvline(e.at_step - warmup + 0.5, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(g, fontsize=9)
+        ax.set_xlabel("measured iteration")
+        ax.set_ylabel("GST (s)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig_.tight_layout()
+    outputs.save_png(fig_, path)
 
 
 def write_report(
@@ -611,8 +714,13 @@ def write_report(
     if rep.ratio_curves:
         title = f"{fig.title}: speed-up vs host time"
         plots.append((f"{fig.figure}-ratio.png", lambda p: decomp.plot(rep.ratio_curves, p, title)))
+    text = markdown(rep)
+    if any(s.get("autotune") for r in rows for s in r.summaries):  # PLink's Fig. 10: GST over the run
+        plots.append((f"{fig.figure}-iterations.png", lambda p: plot_iterations(fig, rows, p)))
+        at = text.index("\n## The paper's claims")
+        text = text[:at] + ITERATIONS_TEXT.format(name=f"{fig.figure}-iterations.png") + text[at:]
     table = outputs.Table("summary.csv", list(CSV_FIELDS), csv_rows(rep.points))
-    files = outputs.ReportFiles(("report.md", markdown(rep)), ("report.json", rep), table, plots)
+    files = outputs.ReportFiles(("report.md", text), ("report.json", rep), table, plots)
     outputs.write_report_files(out, files)
     write_summary(fig, out, rep, files)
     return rep.claims

@@ -9,13 +9,17 @@ What it writes to results/<name>/ (as the PS job does, with the scheme's own col
   host, cross-region bytes per level, the dependency-chain length, the fidelity verdict, and,
   with `check`, the sums verified;
 - manifest.json: the experiment, topology, sizes and seeds;
-- with a timeline: timeline.csv, events.csv, timeline.png (runs.engine_timeline).
+- with a timeline: timeline.csv, events.csv, timeline.png (runs.engine_timeline);
+- PLink (a scheme that needs clusters): its groups; with `plink_groups: probe` the bandwidth probes
+  measured before the first iteration, probes.json and probes.png (runs.plink_groups), else
+  groups.json; the summary's `plink` entry (groups, AMI against the racks, PAIA).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +30,18 @@ from emulation.net import Testbed
 from engine.emulated import run_in_testbed
 from engine.host import verify_sums
 from engine.processes import read_rows
+from runs import plink_groups
+from runs.autotune import Autotune
 from runs.engine_timeline import SchemeTimeline
+from runs.plink_groups import Grouped
 from runs.predict import choose_width
+from runs.probe import probe
 from runs.results import new_run_id, start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from runs.summary import RunSummary, write_summary
 from schemes.count import expected_sync_s
+from schemes.plink import initial_plan
 from schemes.registry import Need, SchemeInputs, gather
 from schemes.registry import get as get_scheme
 from schemes.schedule import (
@@ -86,6 +95,7 @@ class Prepared:
     sched: Schedule
     cfg: dict[str, Any]
     inputs: SchemeInputs | None = None  # what the schedule was compiled from (schemes.registry.gather)
+    grouped: Grouped | None = None  # PLink's groups (runs.plink_groups), where the scheme groups hosts
 
     @property
     def hosts(self) -> list[str]:
@@ -120,14 +130,22 @@ def scheme_options(job: JobSpec) -> dict[str, Any]:
     return {"hips_stages": job.hips_stages, "hips_parallel": job.hips_parallel, "segment_bytes": segment or None}
 
 
-def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
+def prepare(job: JobSpec, net: Network, scale: float, where: str, grouped: Grouped | None = None) -> Prepared:
     """Check the job's hosts against the network, size the gradient (paper bytes / scale), compile
-    the schedule and write the engine's config; ExperimentError names what does not fit."""
+    the schedule and write the engine's config; ExperimentError names what does not fit.
+    `grouped`: PLink's groups (runs.plink_groups); a job that needs clusters and is given none
+    gets its `racks` or `random` groups here, and `probe` jobs the racks until the probes are in
+    (run_scheme_job probes once the network is up and prepares again)."""
     scheme = get_scheme(job.scheme)
     workers, servers = job_hosts(job, net, where)
     width, model_bytes = choose_width(job, scale)
     n_elems = int(model_bytes) // ELEM_BYTES
     options = scheme_options(job)
+    if Need.CLUSTERS in scheme.needs:
+        if grouped is None and plink_groups.mode(job) != "probe":
+            grouped = plink_groups.without_probes(job, net, workers)
+        if grouped is not None:
+            options.update(grouped.options())
     inputs = gather(net, scheme, n_elems, workers, servers, **options)
     try:
         sched = scheme.compile(inputs)
@@ -156,9 +174,35 @@ def prepare(job: JobSpec, net: Network, scale: float, where: str) -> Prepared:
         "both_ways": inputs.both_ways,
         "streams": job.streams,
         "barrier": job.barrier,
+        "replan": bool(job.autotune),  # PLink's Autotune: the hosts take new plans between iterations
         **options,
+        **inputs.config(),
     }
-    return Prepared(net, workers, servers, width, model_bytes, sched, cfg, inputs)
+    return Prepared(net, workers, servers, width, model_bytes, sched, cfg, inputs, grouped)
+
+
+def probe_and_prepare(
+    tb: Testbed, job: JobSpec, prep: Prepared, scale: float, where: str, out: Path, title: str
+) -> Prepared:
+    """PLink's `probe` grouping: bandwidth probes between the workers over the live network, before
+    the first iteration; ProbeEmbed's groups; probes.json and probes.png into `out`; the job
+    prepared again on those groups (the schedule, the config)."""
+    t0 = time.monotonic()
+    p = probe(tb, prep.workers, "bandwidth", seconds=plink_groups.probe_seconds(job))
+    grouped = plink_groups.from_probes(p, prep.net, job.seed, "emulated", time.monotonic() - t0)
+    plink_groups.write(out, grouped, title)
+    return prepare(job, prep.net, scale, where, grouped)
+
+
+def autotuner(job: JobSpec, prep: Prepared, run_dir: Path) -> Autotune | None:
+    """PLink's Autotune daemon for a job with `autotune: true` (runs.autotune), on the plan the job
+    starts with (schemes.plink.initial_plan, as the registry compiled it)."""
+    if not job.autotune or prep.inputs is None or prep.inputs.clusters is None:
+        return None
+    i = prep.inputs
+    groups = dict(i.clusters)  # type: ignore[arg-type]
+    start = initial_plan(i.workers, groups, i.n_elems, i.bandwidth_mbps)
+    return Autotune(run_dir, i.workers, groups, i.n_elems, i.segment_bytes, start, i.bandwidth_mbps)
 
 
 def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
@@ -219,18 +263,28 @@ def run_scheme_job(
     error = ""
     with Testbed(net) as tb:
         start_run_dir(out, keep_previous)  # the emulator is this run's now: no other run writes here
+        if Need.CLUSTERS in get_scheme(job.scheme).needs and plink_groups.mode(job) == "probe":
+            prep = probe_and_prepare(tb, job, prep, topo.scale * exp.compress, where, out, exp.name)
+            sched, cfg = prep.sched, prep.cfg
+            manifest["engine"] = cfg
         write_json_atomic(out / "manifest.json", manifest, default=str)
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
 
+        tuner = autotuner(job, prep, out / "engine")
+
         def tick() -> None:
             timeline.tick()
+            if tuner is not None:
+                tuner.tick()
             stall.check()
 
         try:
-            run = run_in_testbed(tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick)
+            run = run_in_testbed(
+                tb, cfg, hosts, out / "engine", job.deadline_s, timeline.per_host(), on_tick=tick, schedule=sched
+            )
         except (RuntimeError, Unrecoverable) as err:
             error = str(err)
             run = None
@@ -271,6 +325,7 @@ def run_scheme_job(
         "compress": exp.compress,
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
+        "gst_iterations_s": [round(i["sync_s"], 4) for i in its],  # per measured iteration, in order
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
@@ -285,7 +340,17 @@ def run_scheme_job(
         "routing": net.spec.routing,
         "mtu": net.spec.mtu,
         "flows_on_busiest_link": busiest.as_dict(),
+        "streams": job.streams,
+        "segment_kb": job.segment_kb,
+        "barrier": job.barrier,
     }
+    if tuner is not None:
+        tuner.tick()  # the last iterations' rows
+        summary["autotune"] = tuner.record()
+    if prep.grouped is not None:
+        summary["plink"] = prep.grouped.record()
+        if prep.grouped.probes is None:
+            plink_groups.write(out, prep.grouped, exp.name)
     if timeline.active:
         summary["timeline"] = timeline.outputs(out, [r for r in run.rows if r["role"] == "worker"])
     if provenance:

@@ -11,7 +11,7 @@ noisy): bandwidth is the probe that carries the topology here. Everything is sen
 emulated hosts.
 
 `embed_and_group` is ProbeEmbed on the probes (workloads/plink.py); `true_places` is each host's
-(edge switch, host), the ground truth PAIA and AMI are scored against; `heatmap` draws the pairwise
+(rack, host), the ground truth PAIA and AMI are scored against; `heatmap` draws the pairwise
 matrix (the paper's Fig. 2).
 """
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from emulation import measure
 from emulation.net import Testbed
+from schemes.plink import racks
 from topologies.model import Network
 from workloads import plink
 
@@ -90,13 +91,10 @@ def _pings(tb: Testbed, pairs: Sequence[tuple[str, str]], count: int) -> dict[tu
 
 
 def true_places(net: Network, hosts: Sequence[str]) -> list[tuple[str, str]]:
-    """Each host's (edge switch, host): the switch its first cable reaches (PAIA's and AMI's truth)."""
-    out = []
-    for h in hosts:
-        links = net.links_of(h)
-        edge = next((ln.b if ln.a == h else ln.a for ln in links), h)
-        out.append((edge, h))
-    return out
+    """Each host's (rack, host), the rack as the topology model has it (schemes.plink.racks: the
+    first oversubscribed region, else the switch its cable reaches): PAIA's and AMI's truth."""
+    rack = racks(net, hosts)
+    return [(rack[h], h) for h in hosts]
 
 
 @dataclass
@@ -108,7 +106,7 @@ class Grouping:
 
 
 def embed_and_group(p: Probes, net: Network, alpha: float = 2.0, elasticity: float = 1.5, seed: int = 0) -> Grouping:
-    """ProbeEmbed on the probes, scored against the hosts' edge switches."""
+    """ProbeEmbed on the probes, scored against the hosts' racks."""
     d = p.distances()
     coords, offsets = plink.embed(d, alpha=alpha, seed=seed)
     labels = plink.groups(coords, elasticity=elasticity, seed=seed)

@@ -24,7 +24,9 @@ from models.flow.demands import Traffic, scheme_traffic
 from models.flow.links import busiest_cable, platform
 from models.flow.routes import EXACT_HOSTS, Routes, flow_routes
 from models.flow.simgrid import SimResult, sim_config, simulate
-from schemes.registry import FlowTraffic
+from runs import plink_groups
+from runs.plink_groups import Grouped
+from schemes.registry import FlowTraffic, Need
 from schemes.registry import get as get_scheme
 from topologies import kinds
 from topologies.build import build_network
@@ -148,6 +150,7 @@ class Outcome:
     prediction: dict = field(default_factory=dict)
     config_note: str = ""
     traffic_s: float = 0.0
+    grouped: Grouped | None = None  # PLink's groups (runs.plink_groups)
 
 
 def run(p: Plan, calibrated: bool | None = None) -> Outcome:
@@ -163,6 +166,10 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
     options = scheme_options(p.job)
     if p.paper and options["segment_bytes"]:  # emulated bytes: the same share of a paper-size gradient
         options["segment_bytes"] = round(options["segment_bytes"] * p.net.spec.scale)
+    grouped = None
+    if Need.CLUSTERS in get_scheme(p.scheme).needs:  # PLink: probes on the model, the racks or random
+        grouped = plink_groups.for_flow_model(p.job, p.net, p.workers, p.paper)
+        options.update(grouped.options())
     traffic = scheme_traffic(
         p.net,
         initial_circuits(IndexedNetwork.of(p.net)),
@@ -178,7 +185,7 @@ def run(p: Plan, calibrated: bool | None = None) -> Outcome:
     cfg, note = sim_config(calibrated=not p.paper if calibrated is None else calibrated)
     result = simulate(platform(p.net, routes, p.paper), traffic, cfg)
     bound, cable = busiest_cable(traffic, routes, p.paper)
-    return Outcome(p, traffic, result, routes, bound, cable, model_prediction(p), note, t1 - t0)
+    return Outcome(p, traffic, result, routes, bound, cable, model_prediction(p), note, t1 - t0, grouped)
 
 
 def model_prediction(p: Plan) -> dict:
@@ -228,6 +235,11 @@ def format_outcome(o: Outcome) -> str:
         )
     else:
         lines.append(f"  BCT model           - ({pred.get('note', '')})")
+    if o.grouped is not None:
+        g = o.grouped
+        members = "; ".join(",".join(m) for m in g.record()["groups"].values())
+        how = f"ProbeEmbed on probes on the {g.where}" if g.probes is not None else g.mode
+        lines.append(f"  plink groups        {how}: {members} (AMI vs racks {g.ami:.2f})")
     lines.append(
         f"  busiest cable       {o.bound_s:.3f} s  ({o.bound_cable}: its bytes over its rate, per phase; a lower bound)"
     )

@@ -8,11 +8,24 @@ the same way. Every chunk crosses each group boundary once each way, so cross-gr
 2(C - 1)S for C groups (the paper's Table 1), and the chain is 4 messages long.
 
 Who masters what (the paper's Quicktune approximation): each group is GM for a share of the
-chunks proportional to its weight (its aggregate bandwidth out of the group where `bandwidth` is
-given, else its size), and within a group the LM duties go to members in proportion to their
-bandwidth (else evenly), the group's GM chunks counted among them; shares are apportioned by
+chunks proportional to its weight (its aggregate bandwidth out of the group, sum over m in G and
+n not in G of BW(m, n), where pairwise bandwidth was measured: `quicktune`; else its size), and
+within a group the LM duties go to members in proportion to their aggregate bandwidth (sum over n
+of BW(i, n); else evenly), the group's GM chunks counted among them; shares are apportioned by
 largest remainders, so they sum exactly. Hand-written: the apportionment is a few lines and no
 library ships PLink's assignment.
+
+Chunks: the paper assigns masters per chunk of 16-64 KB, i.e. thousands of chunks per 100 MB
+buffer. Here a schedule has `CHUNKS_PER_HOST` master chunks per worker (8: with one chunk per
+host, Quicktune could only give a throttled host all or nothing of a share, and the 8 hosts of the
+paper's Fig. 10 would split 7 freed chunks 2-1-1-1-1-1-1), which the job's pipelining
+(`segment_kb`, schemes.schedule.segmented) then cuts into segments; so masters change in steps of
+1/(8W) of the gradient and the wire carries segments of at most `segment_kb`.
+
+Groups: `racks` is the ground truth the paper's Fig. 8 compares ProbeEmbed against, read from the
+topology model (the host's first oversubscribed region where its kind has them, else the switch
+its cable reaches); ProbeEmbed's groups and Balanced Random's are computed from probes and seeds
+by workloads/plink.py and handed in as `SchemeInputs.clusters`.
 
 Finetune (§4.3) then moves duties by blame, between iterations: `blame` scores each host from what
 it sends, the rates and RTTs measured (B = beta l^ + gamma t^), and `finetune` moves a GM (else an
@@ -23,9 +36,62 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from schemes.flat import _check
 from schemes.schedule import Op, Schedule, ScheduleError, split
+
+if TYPE_CHECKING:
+    from topologies.model import Network
+
+#: master chunks per worker (see the module docstring)
+CHUNKS_PER_HOST = 8
+
+
+def racks(net: Network, hosts: Sequence[str]) -> dict[str, str]:
+    """Each host's rack in the topology model: its first-level region where the kind has
+    oversubscribed regions (Kind.regions: leaf-spine's leaf, FatTree's rack), else the switch its
+    first cable reaches (a leaf, an edge switch, PSNet's ECS)."""
+    regions = net.family.regions(net)
+    out = {}
+    for h in hosts:
+        level = regions.get(h, ())
+        if level:
+            out[h] = str(level[0])
+            continue
+        ln = net.links_of(h)[0]
+        out[h] = ln.b if ln.a == h else ln.a
+    return out
+
+
+def chunk_count(workers: int, n_elems: int) -> int:
+    """Master chunks of a schedule: CHUNKS_PER_HOST per worker, at most one per element."""
+    return max(1, min(CHUNKS_PER_HOST * workers, n_elems))
+
+
+def quicktune(
+    groups: Mapping[str, str], pair_mbps: Mapping[tuple[str, str], float]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Quicktune's weights (the paper's §4.3 approximation) from pairwise bandwidth (either
+    order of a pair; both given: their mean): per host its aggregate bandwidth, sum over n of
+    BW(i, n); per group its aggregate bandwidth out of the group, sum over m in G, n not in G of
+    BW(m, n). A pair never measured counts 0."""
+    bw: dict[tuple[str, str], float] = {}
+    for (a, b), v in pair_mbps.items():
+        key = (a, b) if a < b else (b, a)
+        bw[key] = (bw[key] + v) / 2 if key in bw else float(v)
+    hosts = list(groups)
+    host_w = {h: 0.0 for h in hosts}
+    group_w = {g: 0.0 for g in groups.values()}
+    for (a, b), v in bw.items():
+        if a not in groups or b not in groups:
+            continue
+        host_w[a] += v
+        host_w[b] += v
+        if groups[a] != groups[b]:
+            group_w[groups[a]] += v
+            group_w[groups[b]] += v
+    return host_w, group_w
 
 
 def apportion(total: int, weights: Sequence[float]) -> list[int]:
@@ -49,9 +115,16 @@ def interleaved(items: Sequence[str], counts: Sequence[int]) -> list[str]:
 
 
 def masters(
-    workers: Sequence[str], groups: Mapping[str, str], chunks: int, bandwidth: Mapping[str, float] | None = None
+    workers: Sequence[str],
+    groups: Mapping[str, str],
+    chunks: int,
+    bandwidth: Mapping[str, float] | None = None,
+    group_weight: Mapping[str, float] | None = None,
 ) -> list[tuple[str, dict[str, str]]]:
-    """Per chunk, (its GM, {group: its LM}) as the module docstring assigns them."""
+    """Per chunk, (its GM, {group: its LM}) as the module docstring assigns them: `bandwidth`
+    (host -> aggregate rate) weights the LM duties in a group and, unless `group_weight` is given
+    (group -> its bandwidth out of the group: `quicktune`), the groups' GM shares by the sum of
+    their members'; with neither, shares follow sizes."""
     members: dict[str, list[str]] = {}
     for w in workers:
         members.setdefault(groups[w], []).append(w)
@@ -59,10 +132,12 @@ def masters(
     bw = bandwidth or {}
 
     def weight(g: str) -> float:
+        if group_weight is not None and len(names) > 1 and sum(group_weight.get(n, 0.0) for n in names) > 0:
+            return group_weight.get(g, 0.0)
         return sum(bw.get(m, 1.0) for m in members[g]) if bandwidth else float(len(members[g]))
 
     gm_counts = apportion(chunks, [weight(g) for g in names])
-    gm_group = [g for g, n in zip(names, gm_counts, strict=True) for _ in range(n)]  # chunk -> GM's group
+    gm_group = interleaved(names, gm_counts)  # chunk -> its GM's group, groups spread over the chunks
     lm: dict[str, list[str]] = {}
     for g in names:  # each member's LM duties, GM chunks first, members interleaved so GMs spread too
         counts = apportion(chunks, [bw.get(m, 1.0) for m in members[g]])
@@ -74,6 +149,20 @@ def masters(
     return [(lm[gm_group[c]][c], {g: lm[g][c] for g in names}) for c in range(chunks)]
 
 
+def initial_plan(
+    workers: Sequence[str],
+    groups: Mapping[str, str],
+    n_elems: int,
+    pair_mbps: Mapping[tuple[str, str], float] | None = None,
+) -> list[tuple[str, dict[str, str]]]:
+    """The masters a run starts with: `chunk_count` chunks, by group size, or by Quicktune's
+    weights where pairwise bandwidth was measured (`pair_mbps`)."""
+    host_w = group_w = None
+    if pair_mbps:
+        host_w, group_w = quicktune(groups, pair_mbps)
+    return masters(workers, groups, chunk_count(len(workers), n_elems), host_w, group_w)
+
+
 def two_level(
     workers: Sequence[str],
     n_elems: int,
@@ -81,17 +170,19 @@ def two_level(
     chunks: int | None = None,
     bandwidth: Mapping[str, float] | None = None,
     assignment: Sequence[tuple[str, Mapping[str, str]]] | None = None,
+    group_weight: Mapping[str, float] | None = None,
 ) -> Schedule:
-    """2LHA over `groups[worker]` (any labels); `chunks` defaults to one per worker (each host then
-    masters about one chunk); `bandwidth` (host -> rate) weights the masters' shares (Quicktune);
+    """2LHA over `groups[worker]` (any labels); `chunks` defaults to `chunk_count`; `bandwidth`
+    (host -> rate) and `group_weight` weight the masters' shares (Quicktune, `masters`);
     `assignment` (per chunk: GM, {group: LM}, e.g. after `finetune`) overrides them."""
     ws = _check(workers)
     missing = [w for w in ws if w not in groups]
     if missing:
         raise ScheduleError(f"plink: no group for {missing}")
-    n_chunks = len(assignment) if assignment else chunks or len(ws)
+    n_chunks = len(assignment) if assignment else chunks or chunk_count(len(ws), n_elems)
     sched = Schedule("plink", ws, split(n_elems, n_chunks))
-    for c, (gm, lms) in enumerate(assignment or masters(ws, groups, n_chunks, bandwidth)):
+    plan = assignment or masters(ws, groups, n_chunks, bandwidth, group_weight)
+    for c, (gm, lms) in enumerate(plan):
         local = [(w, lms[groups[w]]) for w in ws if w != lms[groups[w]]]  # member -> its LM
         across = [(m, gm) for m in lms.values() if m != gm]  # LM -> GM
         for member, m in local:

@@ -1,13 +1,14 @@
 """The registry of synchronisation schemes: every scheme's facts, listed once here.
 
 A `SchemeSpec` says what a scheme is (name, paper, one-line summary), what it needs from the
-network (`Need`: PS hosts, regions, address digits; later PLink's clusters and measured
-bandwidth), how it runs (TF's PS job or the scheme engine), which workers it takes by default,
-how to compile it (`compile(inputs) -> Schedule`), why it cannot run on a network (`why_not`),
-its busiest-cable bound, the paper's closed-form GST where one exists (HiPS Table 3), its message
-count, and what the flow model sends for it. `gather` collects a scheme's inputs from a built
-`Network` and a job, so the engine's runs, the flow model, the matrix and the benchmarks all
-compile a scheme the same way.
+network (`Need`: PS hosts, regions, address digits, PLink's clusters), how it runs (TF's PS job or
+the scheme engine), which workers it takes by default, how to compile it (`compile(inputs) ->
+Schedule`), why it cannot run on a network (`why_not`), its busiest-cable bound, the paper's
+closed-form GST where one exists (HiPS Table 3), its message count, what the flow model sends for
+it, and the job fields it defaults differently (`job_defaults`: PLink's 4 connections per peer) or
+alone takes (`own_fields`). `gather` collects a scheme's inputs from a built `Network` and a job,
+so the engine's runs, the flow model, the matrix and the benchmarks all compile a scheme the same
+way.
 
 Everything that chooses by scheme asks the registry: the experiment file's `scheme:` is checked
 against it (`SchemeName`), the CLI's `--scheme` choices and the matrix's columns come from it, and
@@ -30,6 +31,7 @@ from pydantic import AfterValidator
 from schemes import gst
 from schemes.flat import halving_doubling, mesh, ps, ring
 from schemes.hips import PIPELINE, VARIANTS, hips
+from schemes.plink import CHUNKS_PER_HOST, initial_plan, racks, two_level
 from schemes.rat import rat
 from schemes.schedule import Schedule, ScheduleError, segmented
 
@@ -43,8 +45,8 @@ class Need(StrEnum):
     PS_HOSTS = "PS hosts"  # dedicated parameter servers (the topology's PSs, or the job's `ps`)
     REGIONS = "regions"  # each worker's oversubscribed region per level (Kind.regions; RAT)
     DIGITS = "address digits"  # each server's address digits (Kind.address_digits; HiPS)
-    CLUSTERS = "clusters"  # hosts grouped by measured locality (PLink; nothing provides them yet)
-    BANDWIDTH = "measured bandwidth"  # per host pair (PLink; nothing measures it yet)
+    CLUSTERS = "clusters"  # hosts grouped by locality (PLink: probes, the topology's racks, or random; `gather`)
+    BANDWIDTH = "measured bandwidth"  # per host pair, needed before the run (nothing needs it so far)
 
 
 class Runner(StrEnum):
@@ -72,8 +74,9 @@ class Workers(StrEnum):
 class SchemeInputs:
     """Everything a scheme compiles from: hosts, gradient size, and what the network gives.
 
-    `regions` and `digits` hold the workers' (see `gather`); `clusters` and `bandwidth_mbps` are
-    the seams PLink will fill (nothing provides them yet)."""
+    `regions` and `digits` hold the workers' (see `gather`); `clusters` each worker's group
+    (PLink: `gather` gives the topology's racks unless the job's grouping hands in others) and
+    `bandwidth_mbps` pairwise bandwidth where it was measured (PLink's probes: Quicktune's weights)."""
 
     workers: tuple[str, ...]
     n_elems: int
@@ -92,7 +95,9 @@ class SchemeInputs:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SchemeInputs:
-        """The inputs an engine config (runs.engine_job's `cfg`, a test's) names."""
+        """The inputs an engine config (runs.engine_job's `cfg`, a test's) names (`bandwidth_mbps`
+        there as [a, b, Mbit/s] rows: JSON has no tuple keys)."""
+        bw = cfg.get("bandwidth_mbps")
         return cls(
             tuple(cfg["workers"]),
             int(cfg["n_elems"]),
@@ -104,8 +109,18 @@ class SchemeInputs:
             cfg.get("hips_stages"),
             bool(cfg.get("hips_parallel", True)),
             cfg.get("hips_pipeline"),
+            clusters=cfg.get("clusters"),
+            bandwidth_mbps={(a, b): float(v) for a, b, v in bw} if bw else None,
             segment_bytes=cfg.get("segment_bytes"),
         )
+
+    def config(self) -> dict[str, Any]:
+        """The PLink inputs as an engine config holds them (the inverse of `from_config`'s part)."""
+        bw = self.bandwidth_mbps
+        return {
+            "clusters": dict(self.clusters) if self.clusters is not None else None,
+            "bandwidth_mbps": [[a, b, v] for (a, b), v in sorted(bw.items())] if bw else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -135,6 +150,11 @@ class SchemeSpec:
     table3_row: Callable[[SchemeInputs, int], gst.Row | None] | None = None
     #: messages one synchronisation sends for W workers and P servers, without compiling
     messages: Callable[[int, int], int] | None = None
+    #: job fields (workloads.experiment.JobSpec) whose default differs for this scheme, e.g. PLink's
+    #: 4 connections per peer; a file's own value wins, and the summary records what ran
+    job_defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: job fields only this scheme takes (another scheme's job refuses them)
+    own_fields: frozenset[str] = frozenset()
 
     @property
     def engine(self) -> bool:
@@ -166,9 +186,8 @@ class SchemeSpec:
             return (
                 f"{self.title} groups servers by address digit: only BCube and Torus servers have them, {kind} has none"
             )
-        for need in (Need.CLUSTERS, Need.BANDWIDTH):
-            if need in self.needs:
-                return f"{self.name} needs {need}: nothing provides them yet"
+        if Need.BANDWIDTH in self.needs:
+            return f"{self.name} needs {Need.BANDWIDTH} before the run: nothing measures it yet"
         return self.check(net, limits) if self.check else None
 
     def expected_sync_s(self, net: Network, inputs: SchemeInputs, paper: bool = False) -> float:
@@ -242,7 +261,9 @@ def gather(
     """A scheme's inputs from a built network and a job: its workers and servers (the job's, else
     the scheme's defaults), the workers' regions (`net.family.regions`, or `regions`) and address
     digits (`net.family.address_digits`), whether rings run both ways, and the job's options
-    (`trees`, `hips_stages`, `hips_parallel`, `hips_pipeline`, `segment_bytes`)."""
+    (`trees`, `hips_stages`, `hips_parallel`, `hips_pipeline`, `segment_bytes`; PLink's `clusters`
+    and `bandwidth_mbps`). A scheme that needs clusters and is given none gets the workers' racks
+    in the topology model (schemes.plink.racks: the ground truth)."""
     spec = get(scheme) if isinstance(scheme, str) else scheme
     ws = tuple(workers) if workers is not None else tuple(spec.default_workers(net))
     ss: tuple[str, ...] = ()
@@ -250,6 +271,8 @@ def gather(
         ss = tuple(servers) if servers is not None else tuple(spec.default_servers(net))
     region_of = regions if regions is not None else net.family.regions(net)
     digits = net.family.address_digits(net)
+    if Need.CLUSTERS in spec.needs and options.get("clusters") is None:
+        options["clusters"] = racks(net, ws)
     return SchemeInputs(
         ws,
         n_elems,
@@ -292,12 +315,28 @@ def _hips_row(variant: str, i: SchemeInputs, levels: int) -> gst.Row | None:
     return gst.hips_row(variant, i.hips_stages, i.hips_parallel, levels, i.both_ways)
 
 
+def plink_messages(w: int) -> int:
+    """2(W - 1) per master chunk (members to LMs and back, LMs to the GM and back), chunk_count chunks."""
+    return 2 * (w - 1) * CHUNKS_PER_HOST * w
+
+
 def _halving_doubling_messages(w: int, _: int) -> int:
     p = 1 << (w.bit_length() - 1)  # the power of two; the w - p extra workers fold in and out
     return 2 * p * (p - 1) + 2 * (w - p) * p
 
 
+def _plink(i: SchemeInputs) -> Schedule:
+    """2LHA over the inputs' clusters (else the workers' first-level regions, else one group),
+    masters weighted by Quicktune where pairwise bandwidth was measured."""
+    groups = dict(i.clusters or {})
+    if not groups:
+        groups = {w: str((tuple(i.regions.get(w, ())) or ("all",))[0]) for w in i.workers}
+    plan = initial_plan(i.workers, groups, i.n_elems, i.bandwidth_mbps)
+    return two_level(i.workers, i.n_elems, groups, assignment=plan)
+
+
 _HIPS_PAPER = "HiPS (Geng et al., NetAI 2018), Algorithms 1-2 and Table 3"
+_PLINK_PAPER = "PLink (Luo, West, Krishnamurthy, Ceze, Nelson, MLSys 2020), §3.2 and §4.1-4.3"
 _RAT_PAPER = "RAT (Wan, Hu, Zhang, ZTE Technology Journal 2020), Table 1"
 
 TF_PS = register(
@@ -348,6 +387,20 @@ register(
         lambda i: rat(i.workers, i.n_elems, i.regions or {w: () for w in i.workers}, i.trees),
         needs=frozenset({Need.REGIONS}), check=_regionless,
         messages=lambda w, p: 2 * w * (w - 1),
+    )
+)  # fmt: skip
+register(
+    SchemeSpec(
+        "plink", "PLink 2LHA", _PLINK_PAPER,
+        "two-level hierarchical aggregation: members to their group's local master, local masters to the "
+        "chunk's global master and back; groups from probes (ProbeEmbed), the racks or at random",
+        _plink,
+        needs=frozenset({Need.CLUSTERS}),
+        messages=lambda w, p: plink_messages(w),
+        job_defaults={
+            "streams": 4, "segment_kb": 64.0, "plink_groups": "probe", "plink_probe_s": 1.0, "autotune": False,
+        },
+        own_fields=frozenset({"plink_groups", "plink_probe_s", "autotune"}),
     )
 )  # fmt: skip
 for _variant, _fixed in VARIANTS.items():  # hips, and the variants that fix every stage's method

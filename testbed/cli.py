@@ -186,7 +186,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         "rounds": p.rounds,
         "probes": [{"a": a, "b": b, "value": v} for (a, b), v in sorted(p.values.items())],
         "groups": dict(zip(p.hosts, g.labels, strict=True)),
-        "ami_vs_edge_switches": g.ami,
+        "ami_vs_racks": g.ami,
         "paia": {"raw": g.paia_raw, "embedded": g.paia_embedded},
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +198,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     for h, lab in zip(p.hosts, g.labels, strict=True):
         groups.setdefault(lab, []).append(h)
     print("ProbeEmbed groups: " + "; ".join(", ".join(m) for m in groups.values()))
-    print(f"against the edge switches: AMI {g.ami:.2f}, PAIA raw {g.paia_raw:.2f}, embedded {g.paia_embedded:.2f}")
+    print(f"against the racks: AMI {g.ami:.2f}, PAIA raw {g.paia_raw:.2f}, embedded {g.paia_embedded:.2f}")
     print(f"written: {out / 'probes.json'}, {png}")
     return 0
 
@@ -281,6 +281,18 @@ def _print_scheme_run(s: RunSummary, out_dir: Path) -> None:
     print(f"  GST measured  mean {g.mean:.3f} s  p95 {g.p95:.3f}  +-{g.ci95:.3f} (95% CI, n={g.n})")
     print(f"  BCT measured  mean {b.mean:.3f} s  (compute {s.compute_s_per_step:.3f} s per step when calibrated)")
     print(f"  schedule      busiest cable at its rate {s.expected_sync_s:.3f} s; chain {s.chain_length} messages")
+    streams, segment = s.get("streams"), s.get("segment_kb")
+    if streams is not None:
+        print(f"  transport     {streams} connection(s) per peer, {segment:g} KB segments")
+    plink = s.get("plink")
+    if plink:
+        members = "; ".join(",".join(m) for m in plink["groups"].values())
+        how = (
+            f"ProbeEmbed on probes ({plink['probe_rounds']} rounds)"
+            if plink.get("probe_rounds")
+            else plink["groups_mode"]
+        )
+        print(f"  plink groups  {how}: {members} (AMI vs racks {plink['ami_vs_racks']:.2f})")
     if s.cross_region_bytes:
         levels = ", ".join(f"level {i}: {v / 1e6:.2f} MB" for i, v in enumerate(s.cross_region_bytes))
         print(f"  cross-region  {levels}")

@@ -44,5 +44,8 @@ def test_full_host_time_lengthens_every_step_by_about_the_pad(tmp_path):
     assert full["predicted"]["t_compute_s"] == ht["full"]["worker_s"]
     assert full["predicted"]["t_ps_update_s"] == ht["full"]["ps_s"]
     assert full["bct_s"]["min"] >= pad  # every measured step slept the pad
-    longer = full["bct_s"]["mean"] - scaled["bct_s"]["mean"]
-    assert 0.5 * pad <= longer <= pad + 1.0, (longer, pad, scaled["bct_s"], full["bct_s"])
+    # the pad lengthens the part of a step outside communication (step_split's rest: the step minus
+    # the time its links were busy); the whole BCT's communication varies by more than the pad
+    # from run to run (two runs on one machine: 8.02 s and 7.74 s mean, the longer one unpadded)
+    longer = full["step_split"]["rest_s"]["mean"] - scaled["step_split"]["rest_s"]["mean"]
+    assert 0.5 * pad <= longer <= pad + 1.0, (longer, pad, scaled["step_split"], full["step_split"])

@@ -39,7 +39,7 @@ def test_shipped_matrix_plans_every_cell_at_one_rate_and_gradient():
     m = load_matrix(DEFAULT_FILE)
     fig, cells = plan(m, DEFAULT_FILE)
     assert {c.topo.id for c in cells} == {"psnet", "fattree", "bcube", "torus", "leafspine"}
-    assert {c.scheme for c in cells} == {"tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips"}
+    assert {c.scheme for c in cells} == {"tf-ps", "ps", "mesh", "ring", "halving-doubling", "rat", "hips", "plink"}
     assert {c.point.id: c.why.split(":")[0] for c in cells if not c.applies}.keys() == NOT_APPLICABLE.keys()
     for c in cells:
         if not c.applies:

@@ -133,9 +133,10 @@ def test_every_shipped_figure_without_a_result_says_not_run_yet_with_its_command
 def test_papers_without_a_replay_quick_results_and_unshipped_ones(site):
     sections = {s.paper.id: s for s in site["sections"]}
     assert list(sections) == ["psnet", "rat", "hips", "plink", "pf", None]
-    for paper in ("plink", "pf"):
-        (entry,) = sections[paper].entries
-        assert entry.state == NO_REPLAY and entry.cards[0].paper.startswith("up to")
+    (entry,) = sections["pf"].entries
+    assert entry.state == NO_REPLAY and entry.cards[0].paper.startswith("up to")
+    assert [e.name for e in sections["plink"].entries] == ["plink-fig8", "plink-fig10"]
+    assert all(e.state == NOT_RUN for e in sections["plink"].entries)
     fig6 = site["entries"]["fig6"]
     assert fig6.summary.quick and fig6.summary_path.parent.name == "fig6-quick"
     assert "quick (--quick: a smoke run, not the figure)" in site["md"]
@@ -179,7 +180,7 @@ def test_counts_the_headline_table_and_the_same_bytes_twice(site):
     assert "| 2.74x ± 0.08 (paper-equivalent seconds), n = 3 | 1 holds, 1 does not hold |" in fig13
     rat = rows["[RAT Fig. 6](docs/reproduction.md#r-figure-rat-fig6) 25x"]
     assert "| 1.52-2.48x (3 results) | 1 holds, 2 do not hold |" in rat
-    assert any("| PLink |" in r and "no replay yet" in r for r in table)
+    assert any("| Parameter Flow |" in r and "no replay yet" in r for r in table)
     assert 8 <= len(table) <= 16
     again = reproduction.collect(site["results"], site["repo"])
     assert reproduction_page.markdown(again, site["md_path"], site["html_path"]) == site["md"]

@@ -60,13 +60,14 @@ def without(data: dict, key: str) -> dict:
 # --- the shipped files ---------------------------------------------------------------------
 
 
-def test_shipped_files_are_the_documented_fourteen():
+def test_shipped_files_are_the_documented_fifteen():
     assert [p.name for p in SHIPPED] == [
         "bcube-4-1.yaml",
         "fattree-k4.yaml",
         "fattree-standby.yaml",
         "fattree-testbed.yaml",
         "leafspine-2rack.yaml",
+        "leafspine-plink.yaml",
         "leafspine-rat.yaml",
         "psnet-1tor.yaml",
         "psnet-2modules.yaml",

@@ -120,7 +120,26 @@ class JobSpec(BaseModel):
         description="schemes: pipelining; every chunk goes in segments of at most this many emulated KB, a relay "
         "forwarding one while the next arrives (0: whole chunks, store-and-forward)",
     )
-    streams: int = Field(default=1, ge=1, le=16, description="schemes: TCP connections per peer a host sends to")
+    streams: int = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="schemes: TCP connections per peer a host sends to (default 1; plink 4, the paper's)",
+    )
+    plink_groups: Literal["probe", "racks", "random"] | None = Field(
+        default=None,
+        description="plink: how hosts are grouped: probe (ProbeEmbed on bandwidth probes measured over the network "
+        "before the first iteration; the default), racks (the topology's racks: ground truth) or random (Balanced "
+        "Random, seeded by the job's seed)",
+    )
+    plink_probe_s: float | None = Field(
+        default=None, gt=0, description="plink, plink_groups probe: seconds of each probe round (iperf3; default 1)"
+    )
+    autotune: bool | None = Field(
+        default=None,
+        description="plink: between iterations, Quicktune re-assigns the masters from the bandwidth measured when "
+        "an iteration slows or speeds by > 20%, and Finetune moves them by blame (schemes/plink.py; default false)",
+    )
     barrier: bool = Field(
         default=True,
         description="schemes: every host starts each synchronisation together (a barrier, as MPI benchmarks time a "
@@ -147,6 +166,22 @@ class JobSpec(BaseModel):
     def engine(self) -> bool:
         """Whether the scheme engine runs this job's synchronisation (else TF's PS job does)."""
         return registry.get(self.scheme).engine
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheme_defaults(cls, data: object) -> object:
+        """The scheme's own defaults (SchemeSpec.job_defaults: PLink's 4 streams) where the file sets
+        no value, and another scheme's own fields refused (SchemeSpec.own_fields)."""
+        if not isinstance(data, dict):
+            return data
+        spec = registry.SCHEMES.get(data.get("scheme", registry.DEFAULT))
+        if spec is None:
+            return data  # the scheme field's own check names it
+        for other in registry.SCHEMES.values():
+            for name in sorted(other.own_fields - spec.own_fields):
+                if data.get(name) is not None:
+                    raise ValueError(f"{name}: only {other.name} takes it (job.scheme is {spec.name}); remove it")
+        return {**spec.job_defaults, **{k: v for k, v in data.items() if v is not None or k not in spec.job_defaults}}
 
     @model_validator(mode="after")
     def _full_host_time_is_tf_ps(self) -> JobSpec:
