@@ -1,5 +1,4 @@
-"""`testbed replay fig6|fig7`: run a model figure (replays/modelfig.py) and write its outputs (a
-figure of scheme jobs, `traffic: schemes`, goes to replays.schemefig_replay).
+"""`testbed replay fig6|fig7`: run a model figure (replays/modelfig.py) and write its outputs.
 
 Writes results/<figure>[-quick]/: points/<panel>-<series>-W<W>.json (one per point, kept and
 reused while its spec is unchanged, so a rerun only computes what changed; `fresh` recomputes;
@@ -60,15 +59,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
 
     Pending points run one W per task, the largest W first, on a process pool with one process per
     core: Fig. 7's W = 720 (~86 s, 2026-11-24) takes one core while the other computes the rest.
-    Processes are spawned, not forked: the group replay's process may hold TensorFlow's threads.
-    A figure of scheme jobs (`traffic: schemes`: RAT's and HiPS's at the papers' scale) goes to
-    replays.schemefig_replay, its own points and report."""
-    from replays.schemefig import is_scheme_figure
-
-    if is_scheme_figure(name):
-        from replays.schemefig_replay import replay_scheme_figure
-
-        return replay_scheme_figure(name, quick=quick, fresh=fresh, results=results)
+    Processes are spawned, not forked: the group replay's process may hold TensorFlow's threads."""
     fig = load_model_figure(name)
     out = results / (f"{name}-quick" if quick else name)
     (out / "points").mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from replays import figure
+from replays import figure, framework
 from replays.figure import FigureError
 from replays.schemefig import SchemeModelFigure, is_scheme_figure, load_scheme_figure
 
@@ -35,6 +35,9 @@ def test_scale_figures_are_model_figures_of_scheme_jobs():
     assert figure.group_names("rat") == ["rat-fig6", "rat-fig6-scale", "rat-fig7", "rat-fig7-scale"]
     with pytest.raises(FigureError, match="fig6: no such scheme model figure"):
         load_scheme_figure("fig6")
+    for name in SCALE_FIGURES:  # `testbed replay NAME` goes through this kind
+        assert isinstance(framework.kind_of(name), framework.SchemeModelFigures)
+    assert isinstance(framework.kind_of("fig6"), framework.ModelFigures)
 
 
 @pytest.mark.parametrize("name", SCALE_FIGURES)
@@ -94,6 +97,13 @@ def test_a_paused_sender_stops_in_flight_and_its_gated_send_waits():
 
 
 # --- the quick replays ----------------------------------------------------------------------------
+def _replay_quick(name: str, results):
+    """`testbed replay NAME --quick` as the command line runs it: the kind's replay."""
+    done = framework.kind_of(name).replay(name, framework.ReplayOptions(quick=True, results=results))
+    assert done.report.is_file() and done.out.name == f"{name}-quick"
+    return done.out
+
+
 def _rows(out) -> dict[tuple[str, str], dict]:
     return {(r["group"], r["series"]): r for r in json.loads((out / "report.json").read_text())["points"]}
 
@@ -103,9 +113,7 @@ def test_rat_fig6_scale_quick_rat_sends_a_quarter_of_the_mesh_across_racks(tmp_p
     """2:1, 4 racks of 4 hosts (16): the mesh sends 2 (W - w_r) S = 24 S across racks, RAT's trees
     one copy per rack and tree each way, 2 (R - 1) S = 6 S; RAT beats PS and the pipelined RAT sits
     within 5% of its busiest cable's bound, as the ring does."""
-    from replays.modelreplay import replay_model_figure
-
-    out = replay_model_figure("rat-fig6-scale", quick=True, results=tmp_path)
+    out = _replay_quick("rat-fig6-scale", tmp_path)
     assert (out / "rat-fig6-scale.png").stat().st_size > 0
     rows = _rows(out)
     g = "2:1 (w_r 4)"
@@ -129,9 +137,7 @@ def test_hips_table3_scale_quick_hips_equals_table3(tmp_path):
     """(4,2) on BCube(4,1) and the 4 x 4 Torus: HRS keeps every level busy, so the flow model's
     GST is Table 3's formula (2 (N-1)/N W/(hB), halved on the Torus) to the float; the flat
     schemes are slower, and the claims say by how much against Table 3's 1.6x and 2.0x."""
-    from replays.modelreplay import replay_model_figure
-
-    out = replay_model_figure("hips-table3-scale", quick=True, results=tmp_path)
+    out = _replay_quick("hips-table3-scale", tmp_path)
     rows = _rows(out)
     w_over_b = 138_357_544 * 4 * 8 / 40e9
     for group, units in (("BCube (n,h)=(4,2)", 0.9375), ("Torus (n,h)=(4,2)", 0.46875)):
@@ -150,9 +156,7 @@ def test_rat_fig7_scale_quick_pauses_cost_the_ring_most(tmp_path):
     every host, ends later than the mesh and RAT, which wait only for the paused hosts' own shares;
     with no oversubscribed region RAT's trees are the mesh's schedule, so the two are equal. (Seed 1
     gave Ring/RAT 1.48x on 2026-11-27; the assert keeps a margin, not that number.)"""
-    from replays.modelreplay import replay_model_figure
-
-    out = replay_model_figure("rat-fig7-scale", quick=True, results=tmp_path)
+    out = _replay_quick("rat-fig7-scale", tmp_path)
     rows = _rows(out)
     g = "k=2, d=10ms"
     ring, rat, ps = (rows[(g, s)]["gst_s"] for s in ("Ring", "RAT", "PS (colocated)"))
