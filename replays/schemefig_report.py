@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from replays import figsummary, outputs
-from replays.claims import ClaimResult, evaluate, paper_reference
+from replays.claims import ClaimResult, FasterThan, evaluate, paper_reference
 from replays.evidence import PointFidelity
 from replays.schemefig import SchemeModelFigure
 
@@ -151,6 +151,32 @@ def plot(fig: SchemeModelFigure, rows: list[dict[str, Any]], path: Path) -> None
     outputs.save_png(canvas, path)
 
 
+def against_paper(fig: SchemeModelFigure, verdicts: list[dict[str, Any]]) -> list[str]:
+    """Markdown: each speed-up the paper states a number for, ours group by group beside it (the
+    first result of each faster_than claim that names a paper key), the last group last (RAT
+    Fig. 6's largest oversubscription, HiPS's largest network)."""
+    lines = []
+    for claim in fig.claims:
+        if not isinstance(claim, FasterThan) or not claim.paper:
+            continue
+        ours = [
+            v for v in verdicts
+            if v["type"] == "faster_than" and not v["compares_paper"] and v["series"] == [claim.series, claim.than]
+            and v["values"].get("ratio") is not None
+        ]  # fmt: skip
+        if not ours:
+            continue
+        cells = [f"{v['group']}: {v['values']['ratio']:.2f}x (paper {_f(v['values'].get('paper'), 'g')}x)"
+                 for v in ours]  # fmt: skip
+        last = ours[-1]["values"]
+        share = _ratio(last["ratio"], last.get("paper"))
+        lines.append(
+            f"- {claim.than} / {claim.series}: " + "; ".join(cells)
+            + (f". At {ours[-1]['group']}: {share:.2f} of the paper's." if share else ".")
+        )  # fmt: skip
+    return lines
+
+
 def cost(rows: list[dict[str, Any]]) -> list[str]:
     """Markdown: what the largest points cost (the figure's size caps rest on these)."""
     top = sorted(rows, key=lambda r: r["wall_s"], reverse=True)[:6]
@@ -197,8 +223,10 @@ def write_scheme_report(
         *[f"| {v['label']} | {v['verdict']} | {v['detail']} |" for v in verdicts],
         "",
     ]
-    if fig.notes:
-        md += ["## Where it lands against the paper, and why", "", fig.notes.strip(), ""]
+    landing = against_paper(fig, verdicts)
+    if landing or fig.notes:
+        md += ["## Where it lands against the paper, and why", "", *landing, ""]
+        md += [fig.notes.strip(), ""] if fig.notes else []
     if late:
         md += [f"Note: {len(late)} points outlasted their pause draws (the pauses stop after for_s).", ""]
     md += [

@@ -126,6 +126,9 @@ def test_rat_fig6_scale_quick_rat_sends_a_quarter_of_the_mesh_across_racks(tmp_p
     first = next(c for c in claims if c["label"] == f"{g}: RAT faster than PS")
     assert first["holds"] is True and first["values"]["paper"] == 25
     assert any(c["compares_paper"] for c in claims)
+    ratio = rows[(g, "PS (colocated)")]["gst_s"] / rows[(g, "RAT")]["gst_s"]
+    md = (out / "report.md").read_text()
+    assert f"- PS (colocated) / RAT: {g}: {ratio:.2f}x (paper 25x). At {g}: {ratio / 25:.2f} of the paper's." in md
     table = list(csv.DictReader((out / "summary.csv").open()))
     assert len(table) == 4 and all(float(r["gst_s"]) > 0 for r in table)
     summary = json.loads((out / "summary.json").read_text())
