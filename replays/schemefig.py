@@ -254,7 +254,10 @@ def compute_point(spec: dict[str, Any], source: str) -> dict[str, Any]:
     if spec["pauses"]:
         p = spec["pauses"]
         pauses = pause_plan(workers + pss, p["k"], p["every_s"], p["seed"], 0.0, p["for_s"] or 1000 * p["every_s"])
-    plan = Plan(topo.name or source, net, job, workers, pss, job.scheme, 1.0, model_bytes, 1.0, True, pauses)
+    plan = Plan(
+        name=topo.name or source, net=net, job=job, workers=workers, pss=pss, scheme=job.scheme, width=1.0,
+        model_bytes=model_bytes, compress=1.0, paper=True, pauses=pauses,
+    )  # fmt: skip
     out = run(plan, calibrated=False)
     scheme = get_scheme(job.scheme)
     options = scheme_options(job)
