@@ -234,7 +234,8 @@ def write_scheme_report(
         "",
         *cost(rows),
         "",
-        f"This replay took {wall_s:.1f} s (kept points are not simulated again; point times are as first computed).",
+        f"This replay took {wall_s:.1f} s (kept points are not simulated again; point times are as first computed: "
+        f"{sum(r['wall_s'] for r in rows):.0f} s summed over every point's processes).",
         "",
     ]
     data = {"figure": fig.figure, "quick": quick, "wall_s": wall_s, "claims": verdicts, "points": rows}
