@@ -113,7 +113,7 @@ def without_probes(job: JobSpec, net: Network, workers: Sequence[str]) -> Groupe
 
 
 def from_probes(p: Probes, net: Network, seed: int, where: str, probe_s: float = 0.0) -> Grouped:
-    """ProbeEmbed's groups from bandwidth probes (alpha 2, elasticity 1.5: runs.probe), with the
+    """ProbeEmbed's groups from bandwidth probes (runs.probe.ALPHA's alpha, elasticity 1.5), with the
     probes as Quicktune's pairwise bandwidth."""
     g = embed_and_group(p, net, seed=seed)
     clusters = {w: f"g{lab}" for w, lab in zip(p.hosts, g.labels, strict=True)}
