@@ -5,6 +5,8 @@ Every replay is a figure kind: what its file is, and the evaluator its points go
 - `figure` (workloads/figures/<name>.yaml): each point an emulated run, `repeat` times (replays.sweep);
 - `model-figure` (the same, `mode: model`): each point from the closed-form model (Eqs. 5-7) and
   the flow model (SimGrid), no emulation (replays.modelreplay);
+- `model-figure` of scheme jobs (`mode: model`, `traffic: schemes`): each point one scheme job's
+  synchronisation on the flow model at a paper's size, no emulation (replays.schemefig_replay);
 - `matrix` (workloads/matrix/<name>.yaml): each topology x scheme cell an emulated run (replays.matrix).
 
 Whatever the evaluator, a figure's measured points reach the claims as replays.claims.Measured
@@ -132,13 +134,33 @@ class ModelFigures:
 
     def owns(self, name: str) -> bool:
         from replays.figure import figure_names
+        from replays.schemefig import is_scheme_figure
 
-        return name in figure_names("model")
+        return name in figure_names("model") and not is_scheme_figure(name)
 
     def replay(self, name: str, opts: ReplayOptions) -> Replayed:
         from replays import modelreplay  # looked up at call time: tests stand in for replay_model_figure
 
         out = modelreplay.replay_model_figure(name, quick=opts.quick, fresh=opts.fresh, results=opts.results)
+        return Replayed(name, out, out / "report.md", out / f"{name}.png", report_shortfalls(name, out))
+
+
+class SchemeModelFigures:
+    """Model figures of scheme jobs (`traffic: schemes`: RAT's and HiPS's figures at the papers'
+    size): each point a scheme job's synchronisation on the flow model, kept points reused."""
+
+    kind: ClassVar[str] = "model-figure"
+    evaluator: ClassVar[str] = "flow model (scheme jobs)"
+
+    def owns(self, name: str) -> bool:
+        from replays.schemefig import is_scheme_figure
+
+        return is_scheme_figure(name)
+
+    def replay(self, name: str, opts: ReplayOptions) -> Replayed:
+        from replays import schemefig_replay
+
+        out = schemefig_replay.replay_scheme_figure(name, quick=opts.quick, fresh=opts.fresh, results=opts.results)
         return Replayed(name, out, out / "report.md", out / f"{name}.png", report_shortfalls(name, out))
 
 
@@ -172,10 +194,10 @@ class Matrices:
 
 
 #: every figure kind, in the order a name is looked up
-KINDS: list[FigureKind] = [ModelFigures(), EmulatedFigures(), Matrices()]
+KINDS: list[FigureKind] = [SchemeModelFigures(), ModelFigures(), EmulatedFigures(), Matrices()]
 
 
 def kind_of(name: str) -> FigureKind:
     """The kind owning `name` (a figure file's name, or a matrix file's path); an emulated figure
     otherwise, whose loading then says the name is unknown (replays.figure.load_figure)."""
-    return next((k for k in KINDS if k.owns(name)), KINDS[1])
+    return next((k for k in KINDS if k.owns(name)), next(k for k in KINDS if isinstance(k, EmulatedFigures)))

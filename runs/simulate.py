@@ -94,6 +94,8 @@ class Plan:
     model_bytes: float  # bytes one worker's gradient has in the simulated units
     compress: float
     paper: bool
+    #: RAT's paused senders (Traffic.pauses): per host, its windows in seconds from the start
+    pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def plan(path: str | Path, sets: list[str] = (), scheme: str | None = None, paper: bool = False) -> Plan:
@@ -178,6 +180,7 @@ def run(p: Plan, calibrated: bool | None = None, config: dict[str, str] | None =
         p.model_bytes,
         **options,
     )
+    traffic.pauses = p.pauses
     t1 = time.perf_counter()
     routes = flow_routes(p.net, traffic.pairs())
     cfg, note = sim_config(calibrated=not p.paper if calibrated is None else calibrated)

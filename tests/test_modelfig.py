@@ -29,20 +29,20 @@ S = 200e6
 
 
 def test_model_figures_are_listed_apart_from_sweeps():
-    assert figure.figure_names("model") == ["fig6", "fig7"]
+    assert figure.figure_names("model") == ["fig6", "fig7", "hips-table3-scale", "rat-fig6-scale", "rat-fig7-scale"]
     assert not {"fig6", "fig7"} & set(figure.figure_names())
     assert {"fig6", "fig7", "fig13"} <= set(figure.figure_names("all"))
     with pytest.raises(FigureError, match=r"fig6\.yaml: a model figure \(mode: model\)"):
         figure.load_figure("fig6")
-    with pytest.raises(FigureError, match="fig13: no such model figure; model figures: fig6, fig7"):
+    with pytest.raises(FigureError, match="fig13: no such model figure; model figures: fig6, fig7, hips-table3-scale"):
         load_model_figure("fig13")
 
 
 def test_replay_groups_are_one_papers_figures_in_number_order():
     assert figure.group_names("psnet") == ["fig1", "fig6", "fig7", "fig9", "fig10", "fig11", "fig12", "fig13"]
     assert figure.group_names("psnet", "emulated") == ["fig1", "fig9", "fig10", "fig11", "fig12", "fig13"]
-    assert figure.group_names("rat") == ["rat-fig6", "rat-fig7"]
-    assert figure.group_names("hips") == ["hips-table1", "hips-table3"]
+    assert figure.group_names("rat") == ["rat-fig6", "rat-fig6-scale", "rat-fig7", "rat-fig7-scale"]
+    assert figure.group_names("hips") == ["hips-table1", "hips-table3", "hips-table3-scale"]
     assert sorted(figure.group_names("all")) == sorted(figure.figure_names("all"))  # psnet-modules too
     assert figure.group_names("fig13") is None  # one figure, not a group
 

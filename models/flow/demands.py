@@ -43,6 +43,10 @@ class Traffic:
     gate: list[tuple[str, int, int] | None] = field(default_factory=list)
     recv_slot: list[tuple[str, int, int] | None] = field(default_factory=list)
     phases: list[str] = field(default_factory=lambda: ["all"])
+    #: RAT's paused senders: per host, the windows (start, end), in seconds from the iteration's
+    #: start, in which it sends nothing (a message it has in flight stops, one that becomes ready
+    #: waits for the window's end); engine.pauses draws them as the emulated runs do
+    pauses: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def add(self, src: str, dst: str, nbytes: float, phase: int = 0) -> int:
         self.src.append(src)

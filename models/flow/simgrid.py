@@ -26,7 +26,12 @@ Measured facts this follows (docs/flowmodel.md, "SimGrid facts"; Debian's python
   each simulation runs in a fresh process that does one task and exits: spawned for one
   simulation (`simulate`), forked from the caller for many (`simulate_many`: a spawned process
   spends ~1 s importing before it simulates; a fork shares the caller's imports).
-- Every actor is an OS thread: one driver actor starts every transfer with `Comm.sendto_async`.
+- Every actor is an OS thread: one driver actor runs the phases; a phase whose messages all go at
+  once is one `Comm.sendto_async` each and one wait for all, a phase whose messages wait for each
+  other (a schedule's gates, pairs, paused senders) an actor per host over mailboxes (_HostActor),
+  so that each wait is over one host's comms, not every comm in flight.
+- RAT's paused senders (Traffic.pauses): a paused host's messages in flight are suspended
+  (`Comm.suspend`) and those that become ready wait for its pause to end.
 - Routes are the controller's, given per host pair as a Full zone (`add_route` per pair): the
   zone's table is hosts^2 pointers (~0.8 GB at 10k hosts), which buys exact per-pair paths;
   SimGrid's own fatTree zone has one fixed d-mod-k path and Floyd's seal is O(n^3).
@@ -227,75 +232,220 @@ def _simulate(platform: Platform, traffic: Traffic, config: dict[str, str]) -> S
     )
 
 
+class _PauseClock:
+    """One host's paused-sender windows (Traffic.pauses) as boundaries in time: whether it is
+    paused, and when that next changes. Windows that touch or overlap keep it paused across them."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        events: dict[float, int] = defaultdict(int)
+        for a, b in windows:
+            if b > a:
+                events[a] += 1
+                events[b] -= 1
+        self.times = sorted(events)
+        self.events = events
+        self.count = 0
+        self.i = 0
+
+    @property
+    def paused(self) -> bool:
+        return self.count > 0
+
+    def next_s(self) -> float:
+        """The next boundary (math.inf when the last window has ended)."""
+        return self.times[self.i] if self.i < len(self.times) else math.inf
+
+    def advance(self, now: float) -> None:
+        """Pass every boundary up to `now` (plus a rounding slack)."""
+        while self.i < len(self.times) and self.times[self.i] <= now + 1e-12:
+            self.count += self.events[self.times[self.i]]
+            self.i += 1
+
+
 def _run_phase(sg, hosts: dict, t: Traffic, phase: int, finish: list[float]) -> None:
-    """Replay one phase's messages: gates and one-at-a-time pairs (see traffic.py)."""
+    """Replay one phase's messages: all at once where nothing waits for anything, else one actor
+    per host (_HostActor) keeping its gates, its one-at-a-time pairs and its pauses."""
     ids = [i for i in range(len(t)) if t.phase[i] == phase]
     simple = all(t.gate[i] is None for i in ids) and len({(t.src[i], t.dst[i]) for i in ids}) == len(ids)
-    if simple:  # all at once, nothing waits for anything: one wait for all
+    if simple and not t.pauses:  # all at once, nothing waits for anything: one wait for all
         comms = [sg.Comm.sendto_async(hosts[t.src[i]], hosts[t.dst[i]], int(t.nbytes[i])) for i in ids]
         sg.Comm.wait_all(comms)
         for i, c in zip(ids, comms, strict=True):
             finish[i] = c.finish_time
         return
-    waiting: dict[tuple[str, int], deque[tuple[int, int]]] = defaultdict(deque)  # (host, chunk) -> (n, msg)
-    arrived: dict[tuple[str, int], set[int]] = defaultdict(set)
-    prefix: dict[tuple[str, int], int] = defaultdict(int)
-    queued: dict[tuple[str, str], deque[int]] = defaultdict(deque)
-    busy: set[tuple[str, str]] = set()
-    active: list = []
-    active_ids: list[int] = []
-
-    def ready(i: int) -> None:
-        pair = (t.src[i], t.dst[i])
-        if pair in busy:
-            queued[pair].append(i)
-            return
-        busy.add(pair)
-        active.append(sg.Comm.sendto_async(hosts[pair[0]], hosts[pair[1]], int(t.nbytes[i])))
-        active_ids.append(i)
-
-    ready_now = []
+    mailboxes = {h: sg.Mailbox.by_name(f"{t.name}-{phase}-{h}") for h in hosts}
+    actors = {h: _HostActor(sg, h, mailboxes, t, finish) for h in hosts}
     for i in ids:
-        g = t.gate[i]
-        if g is None:
-            ready_now.append(i)
-        else:
-            waiting[(g[0], g[1])].append((g[2], i))
-    for q in waiting.values():  # a host's sends of a chunk open in step order
-        q_sorted = sorted(q)
-        q.clear()
-        q.extend(q_sorted)
-    for i in ready_now:
-        ready(i)
-    while active:
-        k = sg.Comm.wait_any(active)
-        done = [k] + [j for j, c in enumerate(active) if j != k and c.test()]
-        finished = [active_ids[j] for j in done]
-        for j in done:
-            finish[active_ids[j]] = active[j].finish_time
-        for j in sorted(done, reverse=True):  # swap-remove, highest index first
-            last = len(active) - 1
-            active[j], active_ids[j] = active[last], active_ids[last]
-            active.pop()
-            active_ids.pop()
-        for i in finished:
-            pair = (t.src[i], t.dst[i])
-            busy.discard(pair)
-            if queued[pair]:
-                ready(queued[pair].popleft())
-            slot = t.recv_slot[i]
-            if slot is None:
-                continue
-            key = (slot[0], slot[1])
-            arrived[key].add(slot[2])
-            while prefix[key] in arrived[key]:
-                prefix[key] += 1
-            q = waiting.get(key)
-            while q and q[0][0] <= prefix[key]:
-                ready(q.popleft()[1])
-    stuck = sum(len(q) for q in waiting.values()) + sum(len(q) for q in queued.values())
+        actors[t.src[i]].sends.append(i)
+        actors[t.dst[i]].expect(t.src[i])
+    started = [sg.Actor.create(f"host-{h}", hosts[h], a.run) for h, a in actors.items() if a.sends or a.expected]
+    for actor in started:
+        actor.join()
+    errors = [a.error for a in actors.values() if a.error]
+    if errors:
+        raise RuntimeError(f"{t.name}: {errors[0]}" + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+    stuck = sum(a.stuck() for a in actors.values())
     if stuck:
         raise RuntimeError(f"{t.name}: {stuck} messages never became ready (a receive nothing sends?)")
+
+
+class _HostActor:
+    """One host of a phase whose messages wait for each other, as a SimGrid actor on that host.
+
+    Everything that decides when a message starts is its sender's: its gate (the first n receives
+    of its chunk at the sender), its pair (one message at a time per (sender, receiver), as one
+    connection carries them) and the sender's pauses (Traffic.pauses: its messages in flight are
+    suspended, those that become ready wait for the pause's end). So each host waits only for its
+    own sends and receives: a message is a put into its receiver's mailbox, and the receiver keeps
+    a get posted for each sender that may have one in flight. A wait costs O(comms waited for) per
+    event; one driver waiting for every comm in flight made a 128-host mesh (16k comms at once)
+    take 515 s of SimGrid (38 s this way), and one that handed each opened send to the actor that
+    saw its gate open (any actor may wait for a host-to-host comm) 125 s: those piled up."""
+
+    def __init__(self, sg, host: str, mailboxes: dict, t: Traffic, finish: list[float]) -> None:
+        self.sg, self.host, self.mailboxes, self.t, self.finish = sg, host, mailboxes, t, finish
+        self.sends: list[int] = []
+        self.expected = 0  # receives in this phase
+        self.senders: set[str] = set()
+        self.error = ""
+        self.waiting: dict[int, deque[tuple[int, int]]] = defaultdict(deque)  # chunk -> (n, msg), step order
+        self.arrived: dict[int, set[int]] = defaultdict(set)
+        self.prefix: dict[int, int] = defaultdict(int)
+        self.queued: dict[str, deque[int]] = defaultdict(deque)  # receiver -> messages behind one in flight
+        self.busy: set[str] = set()
+        self.held: deque[int] = deque()  # became ready while paused
+        self.out: list = []  # its sends in flight (or suspended)
+        self.out_ids: list[int] = []
+        self.gets: list = []  # (comm, data) of its posted receives
+        self.received = 0
+        self.pauses = _PauseClock(t.pauses[host]) if t.pauses.get(host) else None
+
+    def expect(self, sender: str) -> None:
+        self.expected += 1
+        self.senders.add(sender)
+
+    def stuck(self) -> int:
+        return sum(len(q) for q in self.waiting.values()) + sum(len(q) for q in self.queued.values())
+
+    # --- sends ------------------------------------------------------------------------------
+    def _start(self, i: int) -> None:
+        self.out.append(self.mailboxes[self.t.dst[i]].put_async(i, int(self.t.nbytes[i])))
+        self.out_ids.append(i)
+
+    def _ready(self, i: int) -> None:
+        dst = self.t.dst[i]
+        if dst in self.busy:
+            self.queued[dst].append(i)
+            return
+        self.busy.add(dst)
+        if self.pauses and self.pauses.paused:
+            self.held.append(i)
+        else:
+            self._start(i)
+
+    def _post_gets(self) -> None:
+        """A get posted for every sender that may have a message in flight to this host (a put
+        moves no byte before a get matches it)."""
+        want = min(len(self.senders), self.expected - self.received)
+        while len(self.gets) < want:
+            self.gets.append(self.mailboxes[self.host].get_async())
+
+    # --- completions ------------------------------------------------------------------------
+    def _sent(self, j: int) -> None:
+        i = self.out_ids[j]
+        self.finish[i] = self.out[j].finish_time
+        last = len(self.out) - 1  # swap-remove
+        self.out[j], self.out_ids[j] = self.out[last], self.out_ids[last]
+        self.out.pop()
+        self.out_ids.pop()
+        dst = self.t.dst[i]
+        self.busy.discard(dst)
+        if self.queued[dst]:
+            self._ready(self.queued[dst].popleft())
+
+    def _got(self, j: int) -> None:
+        _, data = self.gets[j]
+        self.gets[j] = self.gets[-1]
+        self.gets.pop()
+        i = data.get()
+        self.received += 1
+        slot = self.t.recv_slot[i]
+        if slot is not None:
+            chunk = slot[1]
+            self.arrived[chunk].add(slot[2])
+            while self.prefix[chunk] in self.arrived[chunk]:
+                self.prefix[chunk] += 1
+            q = self.waiting.get(chunk)
+            while q and q[0][0] <= self.prefix[chunk]:
+                self._ready(q.popleft()[1])
+        self._post_gets()
+
+    def _done(self, k: int) -> None:
+        if k < len(self.out):
+            self._sent(k)
+        else:
+            self._got(k - len(self.out))
+
+    def _comms(self) -> list:
+        return self.out + [c for c, _ in self.gets]
+
+    def _drain(self) -> None:
+        """Every comm of this host that has finished by now (one test_any call each)."""
+        while True:
+            comms = self._comms()
+            k = self.sg.Comm.test_any(comms) if comms else -1
+            if k < 0:
+                return
+            self._done(k)
+
+    # --- the actor --------------------------------------------------------------------------
+    def run(self) -> None:
+        sg = self.sg
+        try:
+            if self.pauses:
+                self.pauses.advance(sg.Engine.clock)
+            ungated = []
+            for i in self.sends:
+                g = self.t.gate[i]
+                if g is None:
+                    ungated.append(i)
+                else:
+                    self.waiting[g[1]].append((g[2], i))
+            for q in self.waiting.values():  # a host's sends of a chunk open in step order
+                ordered = sorted(q)
+                q.clear()
+                q.extend(ordered)
+            self._post_gets()
+            for i in ungated:
+                self._ready(i)
+            while self.out or self.gets or self.held:
+                comms = self._comms()
+                if self.pauses and self.pauses.next_s() < math.inf:
+                    boundary = self.pauses.next_s()
+                    if comms:
+                        k = sg.Comm.wait_any_for(comms, max(0.0, boundary - sg.Engine.clock))
+                    else:
+                        sg.this_actor.sleep_until(boundary)
+                        k = -1
+                    if k < 0:  # a boundary: what finished on it first, then pause or restart
+                        self._drain()
+                        was = self.pauses.paused
+                        self.pauses.advance(sg.Engine.clock)
+                        if self.pauses.paused and not was:
+                            for c in self.out:
+                                c.suspend()
+                        elif was and not self.pauses.paused:
+                            for c in self.out:
+                                c.resume()
+                            while self.held:
+                                self._start(self.held.popleft())
+                        continue
+                else:
+                    k = sg.Comm.wait_any(comms)
+                self._done(k)
+                self._drain()
+        except Exception as err:  # an escaping exception would abort the process
+            self.error = f"{self.host}: {type(err).__name__}: {err}"
 
 
 def simulate(platform: Platform, traffic: Traffic, config: dict[str, str] | None = None) -> SimResult:
