@@ -53,13 +53,16 @@ def test_two_shaped_flows_into_one_nic_lose_nothing_in_the_datapath(tb):
     buf = doctor.send_buffer_check()
     assert verdict.datapath_drops == 0, f"{verdict.reason} ({buf.name}: {buf.detail})"
     assert verdict.datapath_rx_drops == 0, verdict.reason
+    nic = tb.model.links_between(ps, "t1_1")[0].mbps
+    # each flow ran: TCP segments out of its host, counted, and at least a fifth of its fair
+    # share (cubic shares unevenly: one flow took 43% of its share on a CI run, 2026-11-27)
+    fair_segments = nic * 1e6 / 8 * 8 / 1448 / len(workers)
     for w in workers:
-        assert verdict.retrans[w][1] > 10_000, (w, verdict.retrans[w])  # the flow ran (TCP segments out)
+        assert verdict.retrans[w][1] > fair_segments / 5, (w, verdict.retrans[w], round(fair_segments))
     retrans = sum(verdict.retrans[w][0] for w in workers)
     sent = sum(verdict.retrans[w][1] for w in workers)
     counted = verdict.datapath.get("tc_dropped", 0)  # tail drops at the shaped queues, seen by tc
     assert retrans <= counted + RETRANS_MAX * sent, (retrans, counted, sent, buf.detail)
-    nic = tb.model.links_between(ps, "t1_1")[0].mbps
     total = sum(r.achieved_mbps for r in rates)
     assert 0.90 * nic <= total <= nic, (total, nic)  # the shared NIC is still shaped
     assert verdict.faithful or "dropped" not in verdict.reason

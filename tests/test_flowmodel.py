@@ -238,14 +238,18 @@ def test_factors_file_is_the_calibration_hook(tmp_path, monkeypatch):
 
 
 def test_scale_benchmark_quick_path(tmp_path):
+    """The quick path on BCube (both schemes) and PSNet's TF PS job at 100 hosts. PSNet's 100-host
+    ring (160,740 messages) is left to the benchmark: it alone took 117 s of the test's 190 s."""
     from benchmarks import scale
 
-    assert scale.main(["--quick", "--kinds", "psnet", "bcube", "--out", str(tmp_path)]) == 0
-    data = json.loads((tmp_path / "scale.json").read_text())
-    points = {(p["kind"], p["scheme"]): p for p in data["points"]}
-    assert set(points) == {(k, s) for k in ("psnet", "bcube") for s in ("tf-ps", "ring")}
+    assert scale.main(["--quick", "--kinds", "bcube", "--out", str(tmp_path / "bcube")]) == 0
+    assert scale.main(["--quick", "--kinds", "psnet", "--schemes", "tf-ps", "--out", str(tmp_path)]) == 0
+    points = {}
+    for out in (tmp_path / "bcube", tmp_path):
+        points |= {(p["kind"], p["scheme"]): p for p in json.loads((out / "scale.json").read_text())["points"]}
+    assert set(points) == {("bcube", "tf-ps"), ("bcube", "ring"), ("psnet", "tf-ps")}
     for p in points.values():
         assert p["hosts"] == 100 and p["sim_rss_mb"] > 0
         assert p["iteration_s"] == pytest.approx(p["bound_s"], rel=1e-3) or p["iteration_s"] > p["bound_s"]
+        assert not math.isnan(p["iteration_s"])
     assert "| psnet | 100 | tf-ps |" in (tmp_path / "scale.md").read_text()
-    assert not math.isnan(points[("psnet", "ring")]["iteration_s"])
