@@ -233,14 +233,14 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("bench_dvf", __doc__, "AlexNet's group only, 3 clocks (seconds)")
-    p.add_argument("--clocks", type=int, default=12, help="clocks per run (pf-fig9 runs 12)")
+    figure_clocks = load_figure(FIGURE).job["iterations"]
+    p.add_argument("--clocks", type=int, default=figure_clocks, help=f"clocks per run (default: {FIGURE}'s)")
     args = p.parse_args(argv)
     out_dir = begin(args)
     m = meta(args)
     t0 = time.monotonic()
     clocks = 3 if args.quick else args.clocks
     emulated = emulated_mb()
-    figure_clocks = load_figure(FIGURE).job["iterations"]
     rows = []
     for job in jobs(args.quick):
         for variant in VARIANTS:
