@@ -184,10 +184,12 @@ def shape(model: Network, mn, cabling: str, mbps: float, mtu: int) -> None:
     """HTB on both ends of every veth cable at its rate scaled to host rate `mbps` (the uplinks at
     three hosts' rate); patch cables carry no qdisc."""
     root: list[list[str]] = []
+    host_mbps = model.links_of(model.hosts()[0].name)[0].mbps  # the rate the model was built at
+    unshaped = switch_cables(model) if cabling == "patch" else []
     for ln in model.links:
-        rate = mbps * ln.mbps / model.links_of(model.hosts()[0].name)[0].mbps
-        if cabling == "patch" and ln in switch_cables(model):
+        if ln in unshaped:
             continue
+        rate = mbps * ln.mbps / host_mbps
         for end in (ln.a, ln.b):
             cmds = htb_cmds(ln.intf(end), rate, mtu=mtu)  # a fresh tree: pfifo cannot be changed in place
             if model.nodes[end].is_host:

