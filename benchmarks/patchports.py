@@ -49,7 +49,7 @@ from emulation import datapath, measure
 from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
 from emulation.sampler import Sampler
-from emulation.shaping import htb_cmds, offload_cmd, rx_napi_cmds, tc_batch
+from emulation.shaping import htb_cmds, mtu_cmd, offload_cmd, rx_napi_cmds, tc_batch
 from topologies.build import load_network
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU
@@ -170,7 +170,7 @@ def set_up_hosts(model: Network, mn, pairs: list[tuple[str, str, str]], mtu: int
             mn.get(h.name),
             [
                 ["ip", "link", "set", intf, "address", model.mac(h.name, ln.port_of(h.name))],
-                ["ip", "link", "set", intf, "mtu", str(mtu)],
+                mtu_cmd(intf, mtu),
                 ["ip", "addr", "flush", "dev", intf],
                 ["ip", "addr", "add", f"{h.ip}/8", "dev", intf],
                 offload_cmd(intf),
@@ -244,17 +244,18 @@ def measure_cabling(cabling: str, rates: list[float], seconds: float, mtu: int =
             root_intfs = [ln.intf(e) for ln in model.links for e in (ln.a, ln.b) if not model.nodes[e].is_host]
             for intf in root_intfs:
                 if Path(f"/sys/class/net/{intf}").exists():  # patch ports have no kernel interface
-                    subprocess.run([*offload_cmd(intf)], check=True, capture_output=True)
-                    subprocess.run(["ip", "link", "set", intf, "mtu", str(mtu)], check=True, capture_output=True)
+                    for cmd in (offload_cmd(intf), mtu_cmd(intf, mtu)):
+                        subprocess.run(cmd, check=True, capture_output=True)
             set_up_hosts(model, mn, pairs, mtu)
             for br, flows_ in rules(model, pairs).items():
                 subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "add-flows", br, "-"], input="\n".join(flows_),
                                text=True, check=True, capture_output=True)  # fmt: skip
             net = ProbeNet(model, mn)
-            if wait_reachable(net, [(a, b) for a, b, _ in pairs], cap_s=30) is None:
+            ends = [(a, b) for a, b, _ in pairs]
+            if wait_reachable(net, ends, cap_s=30) is None:
                 raise RuntimeError(f"{cabling}: the flows' hosts do not reach each other")
             bridges = [s.name for s in model.switches()]
-            senders = [a for a, _, _ in pairs]
+            senders = [a for a, _ in ends]
             for mbps in rates:
                 shape(model, mn, cabling, mbps, mtu)
                 LOG.info("%s cabling: 6 flows at %g Mbit/s (%g aggregate), %g s", cabling, mbps, 6 * mbps, seconds)
@@ -263,7 +264,7 @@ def measure_cabling(cabling: str, rates: list[float], seconds: float, mtu: int =
                 p0, b0 = (patch_tx_bytes(model) if cabling == "patch" else 0), tx_bytes(mn, model)
                 sampler = Sampler(CPU_PERIOD_S).start()
                 try:
-                    rates_ = measure.iperf(net, [(a, b) for a, b, _ in pairs], seconds)
+                    rates_ = measure.iperf(net, ends, seconds)
                 finally:
                     ovs_cpu, idle = cpu_means(sampler.stop(), skip_s=1.5)
                 drops = datapath.compare(d0, datapath.Snapshot.take(bridges))
