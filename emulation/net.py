@@ -31,7 +31,18 @@ from emulation import datapath, doctor, registry
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.hostcmd import run_all
-from emulation.shaping import htb_cmds, mtu_cmd, offload_cmd, queue_pkts_for, rx_napi_cmds, tc_batch
+from emulation.shaping import (
+    fair_buckets,
+    fair_class_cmds,
+    fair_htb_cmds,
+    frames_cmd,
+    htb_cmds,
+    mtu_cmd,
+    offload_cmd,
+    queue_pkts_for,
+    rx_napi_cmds,
+    tc_batch,
+)
 from topologies import kinds
 from topologies.build import load_network
 from topologies.model import Network
@@ -211,6 +222,7 @@ class Testbed:
                     ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
                     offload_cmd(intf),
                     mtu_cmd(intf, self.model.spec.mtu),
+                    *([frames_cmd(intf)] if self._fair_relay(h.name) else []),
                 ]
             if RX_NAPI:
                 cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])
@@ -225,7 +237,10 @@ class Testbed:
         root_intfs: list[str] = []
         for ln in self.model.links:
             for end in (ln.a, ln.b):
-                cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay, mtu=mtu)
+                if self._fair_relay(end):
+                    cmds = fair_htb_cmds(ln.intf(end), ln.mbps, self._senders, self.model.nodes[end].ip, mtu, delay)
+                else:
+                    cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay, mtu=mtu)
                 if self.model.nodes[end].is_host:
                     per_host.setdefault(end, []).extend(cmds)
                 else:
@@ -245,6 +260,16 @@ class Testbed:
         for i in range(0, len(root_intfs), 60):
             names = root_intfs[i : i + 60]
             run_all(root, [["sysctl", "-qw", *(f"net.ipv6.conf.{x.replace('.', '/')}.disable_ipv6=1" for x in names)]])
+
+    def _fair_relay(self, end: str) -> bool:
+        """Whether `end` is a relaying server whose NICs share fairly among senders (`relay_queue`)."""
+        node = self.model.nodes[end]
+        return node.is_host and node.relay and self.model.spec.relay_queue == "fair"
+
+    @property
+    def _senders(self) -> int:
+        """Hosts whose packets a relay may send: every host of the network."""
+        return len(self.model.hosts())
 
     def _room_for_queues(self) -> None:
         """Give ovs-vswitchd's send socket room for every switch-side queue of this network full
@@ -361,10 +386,14 @@ class Testbed:
         if not links:
             raise ValueError(f"no link between {a} and {b}")
         mbps = self.model.spec.emulated(paper_mbps)
+        mtu = self.model.spec.mtu
         for ln in links:
             for end in (ln.a, ln.b):
                 node = self.mn.get(end) if self.model.nodes[end].is_host else self.mn.switches[0]
-                run_all(node, [htb_cmds(ln.intf(end), mbps, mtu=self.model.spec.mtu)[1]])  # the class line: rate, ceil
+                if self._fair_relay(end):  # the NIC's class and every source's ceiling
+                    run_all(node, fair_class_cmds(ln.intf(end), mbps, fair_buckets(self._senders), mtu))
+                else:
+                    run_all(node, [htb_cmds(ln.intf(end), mbps, mtu=mtu)[1]])  # the class line: rate, ceil
         self.log("rate", a=a, b=b, paper_mbps=paper_mbps, mbps=round(mbps, 3))
         return mbps
 

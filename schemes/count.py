@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from controller.routing import compute_paths, path_links, taken_path
+from controller.routing import PAIR_HASHED, compute_paths, path_links, taken_path
 from controller.tc import initial_circuits
 from schemes.schedule import Schedule, pair_bytes
 from topologies.model import Link, Network
@@ -33,8 +33,16 @@ class LinkLoad:
 
 def _relay_closed_paths(net: Network, pairs: list[tuple[str, str]]) -> dict:
     """Paths of the pairs, and of every (relay, dst) a relaying server forwards by (its own route:
-    `taken_path` follows it), so multi-hop pairs on BCube and Torus can be counted."""
+    `taken_path` follows it), so multi-hop pairs on BCube and Torus can be counted.
+
+    Under `routing: balanced` a pair's least-loaded choice depends on every pair routed before
+    it, and the emulator routes all pairs (intended first): routing only the schedule's pairs
+    gave other paths than the packets take (BCube(4,1) before its routing was fixed: a
+    host-order ring's bound half the one its packets met). So there every pair is routed, as
+    the emulator does; hashed choices are per pair, and only the pairs needed are routed."""
     circuits = initial_circuits(net)
+    if net.spec.routing not in PAIR_HASHED:
+        return compute_paths(net, circuits)
     paths: dict = {}
     want = pairs
     while want:

@@ -3,13 +3,19 @@ derived table, and agreement with the bytes our schedules put on the busiest cab
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
+from controller.routing import compute_paths, path_links, taken_path
+from controller.tc import initial_circuits
 from schemes import compile_scheme
 from schemes.count import link_loads
 from schemes.gst import grid_shape, reduction, table3
 from schemes.registry import SchemeInputs, gather, get
-from topologies.build import build_network
+from schemes.schedule import pair_bytes
+from topologies.build import build_network, load_network
 from topologies.schema import parse_spec
 
 
@@ -94,3 +100,27 @@ def test_the_formula_is_what_the_schedule_puts_on_the_busiest_cable(spec, scheme
     busiest = link_loads(net, sched)[0].seconds()
     want = get(scheme).formula_s(gather(net, scheme, n_elems, workers=hosts), n_elems * 4, net.links[0].mbps)
     assert busiest == pytest.approx(want, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "topology",
+    ["bcube-4-1.yaml", "torus-4x4.yaml", "fattree-testbed.yaml", "psnet-2modules.yaml", "leafspine-rat.yaml"],
+)
+def test_the_counted_cables_are_the_emulators(topology):
+    """schemes.count counts bytes on the routes the emulator installs (every pair routed, intended
+    first): under least-loaded routing, routing only a schedule's own pairs once chose other
+    paths, and BCube's host-order ring read half the busiest cable its packets met."""
+    net = load_network(Path(__file__).resolve().parent.parent / "topologies" / topology)
+    hosts = [h.name for h in net.hosts()]
+    sched = compile_scheme("ring", hosts, 16 * 1000)
+    paths = compute_paths(net, initial_circuits(net))  # what emulation.net.Testbed installs
+    want: Counter = Counter()
+    for (src, dst), n in pair_bytes(sched).items():
+        node = src
+        for ln in path_links(net, taken_path(net, paths, src, dst)):
+            want[(ln.key, node)] += n
+            node = ln.other(node)
+    got = {(x.link.key, x.src): x.nbytes for x in link_loads(net, sched)}
+    assert got == dict(want)
+    if net.spec.kind == "bcube":  # BCubeRouting: no cable carries two hops of the ring
+        assert max(want.values()) == max(pair_bytes(sched).values())

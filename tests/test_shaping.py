@@ -9,6 +9,9 @@ from emulation.shaping import (
     QUANTUM_BYTES,
     QUEUE_PKTS,
     burst_bytes,
+    fair_buckets,
+    fair_htb_cmds,
+    frames_cmd,
     htb_cmds,
     mtu_cmd,
     offload_cmd,
@@ -135,3 +138,31 @@ def test_jumbo_frames_keep_a_frame_quantum_and_the_queue_in_bytes():
 
 def test_mtu_cmd_sets_the_interface_mtu():
     assert mtu_cmd("w1_1_1-eth1", 9000) == argv("ip link set w1_1_1-eth1 mtu 9000")
+
+
+@pytest.mark.parametrize(("hosts", "buckets"), [(1, 1), (2, 2), (9, 16), (16, 16), (17, 32), (256, 64)])
+def test_a_relays_fair_queue_has_a_class_per_source_up_to_64(hosts, buckets):
+    assert fair_buckets(hosts) == buckets
+
+
+def test_fair_queue_hashes_sources_into_classes_that_share_the_nic():
+    cmds = fair_htb_cmds("s0_3-eth1", 5, 16, "10.1.0.4")
+    text = tc_batch(cmds)
+    assert text.splitlines()[0] == "qdisc replace dev s0_3-eth1 root handle 5: htb default 104"  # own class
+    nic, *shares = [c for c in cmds if c[:2] == ["tc", "class"]]
+    assert (opt(nic, "classid"), opt(nic, "rate")) == ("5:1", "5mbit")
+    assert len(shares) == 16 and {opt(c, "parent") for c in shares} == {"5:1"}
+    assert {(opt(c, "rate"), opt(c, "ceil"), opt(c, "quantum")) for c in shares} == {("0.3125mbit", "5mbit", "1514")}
+    assert "hashkey mask 0x0000000f at 12 link 2:" in text  # the source address's low 4 bits
+    flowids = [opt(c, "flowid") for c in cmds if "flowid" in c]
+    assert flowids == [f"5:{0x100 + i:x}" for i in range(16)]
+    assert sum("pfifo" in c for c in cmds) == 16
+
+
+def test_fair_queue_keeps_netem_per_class_when_delayed():
+    cmds = fair_htb_cmds("s0_3-eth1", 5, 4, "10.1.0.4", delay_ms=2)
+    assert sum("netem" in c for c in cmds) == 4 and not any("pfifo" in c for c in cmds)
+
+
+def test_frames_cmd_caps_gso_at_one_segment():
+    assert frames_cmd("s0_3-eth1") == ["ip", "link", "set", "dev", "s0_3-eth1", "gso_max_segs", "1"]

@@ -367,6 +367,12 @@ class SpecBase(BaseModel):
         default="balanced",
         description="choice among equal-cost paths per (src, dst): hashed (ECMP) or least-loaded",
     )
+    relay_queue: Literal["fair", "fifo"] = Field(
+        default="fair",
+        description="egress queue of a relaying server's NICs (BCube, Torus): fair gives every sending "
+        "host its own share (a fair queue, as fq_codel, Linux servers' usual qdisc, shares by flow); fifo "
+        "one queue, where TCP Small Queues leave the relay's own flows a few % beside those it forwards",
+    )
 
     def emulated(self, paper_mbps: float) -> float:
         """Emulated rate (Mbit/s) of a paper-equivalent rate under this file's scale."""

@@ -213,6 +213,26 @@ class BCubeKind(Kind):
         n = {100: 10, 1000: 32, 10000: 100}.get(hosts)
         return None if n is None else ("bcube-4-1.yaml", {"n": n, "k": 1, "ps": ps, "routing": "hashed"})
 
+    def relay_hosts(self, net: Network, src: str, dst: str) -> tuple[str, ...] | None:
+        """BCube's own single-path routing (BCubeRouting in the BCube paper, with the permutation
+        [k, ..., 0]): one digit corrected per hop, the highest level's first.
+
+        Why fixed rather than any shortest path: every relay then forwards in the digit order its
+        own traffic uses, so the NIC a relay forwards on is never the one its own next hop leaves
+        by when both correct different digits. The least-loaded choice over all pairs broke that:
+        it put two hops of a host-order ring on one NIC of BCube(4,1) (s1_3's level-0 cable),
+        doubling the ring's busiest cable against HiPS Table 3's RS."""
+        n, k = net.spec.n, net.spec.k  # type: ignore[attr-defined]
+        cur = list(digits(BCubeId.from_name(src, net.spec).index, n, k))
+        want = digits(BCubeId.from_name(dst, net.spec).index, n, k)
+        path = [src]
+        for level in range(k, -1, -1):  # a_k is digits[0]
+            pos = k - level
+            if cur[pos] != want[pos]:
+                cur[pos] = want[pos]
+                path.append(BCubeId.of_server(undigits(tuple(cur), n), net.spec).name)
+        return tuple(path)
+
     def address_digits(self, net: Network) -> dict[str, tuple[int, ...]]:
         """HiPS's server address: the base-n digits (a_k..a_0) the name spells."""
         n, k = net.spec.n, net.spec.k  # type: ignore[attr-defined]
