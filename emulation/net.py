@@ -35,7 +35,6 @@ from emulation.shaping import (
     fair_buckets,
     fair_class_cmds,
     fair_htb_cmds,
-    frames_cmd,
     htb_cmds,
     mtu_cmd,
     offload_cmd,
@@ -222,7 +221,6 @@ class Testbed:
                     ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
                     offload_cmd(intf),
                     mtu_cmd(intf, self.model.spec.mtu),
-                    *([frames_cmd(intf)] if self._fair_relay(h.name) else []),
                 ]
             if RX_NAPI:
                 cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])

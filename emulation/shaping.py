@@ -88,6 +88,9 @@ def htb_cmds(
 
 #: at most this many source classes per relay NIC (a power of two: u32 hashes the address's low bits)
 FAIR_BUCKETS_MAX = 64
+#: bytes a source class may send per turn of a relay NIC's fair queue: one GSO packet (this
+#: kernel's TCP hands the qdisc packets of up to 64 kB, cut into frames after it)
+FAIR_QUANTUM = 65536
 
 
 def fair_buckets(n_sources: int) -> int:
@@ -103,14 +106,17 @@ def fair_htb_cmds(
     """tc commands limiting egress of a relaying server's `intf` to `mbps`, shared fairly among the
     hosts whose packets leave by it (the server's own and those it forwards).
 
-    Why: with one FIFO, TCP Small Queues let the relay's own sockets keep only a packet or two in
-    the queue while forwarded packets fill it, so the relay's own flow gets a few % of the NIC
-    (measured on BCube(4,1) at 5 Mbit/s: 0.19 against 4.51 Mbit/s for the flow it forwarded). A
-    real server's usual qdisc (fq_codel) shares by flow; this kernel has no fq_codel, sfq or fq, so
-    the fair queue is HTB's own: one class per source bucket (rate mbps/buckets, ceil mbps, one
-    frame's quantum, so idle buckets lend to busy ones in equal turns), chosen by a u32 hash of the
-    source address's low bits; frames that are not IPv4 go to the server's own class. Each class
-    has the FIFO (or netem, with a delay) a plain NIC has."""
+    Why: with one FIFO, TCP Small Queues let the relay's own socket keep only a couple of packets
+    queued while forwarded packets fill the queue, so the relay's own flow got 0.12-1.0 of 5
+    Mbit/s beside a forwarded one (BCube(4,1), docs/measurements.md). A real server's usual qdisc
+    (fq_codel) shares by flow; this kernel has no fq_codel, sfq or fq, so the fair queue is HTB's
+    own: one class per source bucket (rate mbps/buckets, ceil mbps: idle buckets lend to busy
+    ones), chosen by a u32 hash of the source address's low bits; frames that are not IPv4 go to
+    the server's own class. Each class sends up to FAIR_QUANTUM bytes a turn: HTB serves at least
+    one packet per turn, and the relay's own TCP hands it GSO packets of tens of kB against
+    forwarded single frames, so with a one-frame quantum the own flow took 4.3 of 5 Mbit/s
+    instead (measured); with 64 kB turns the two took 2.2-2.3 and 2.4. Each class has the FIFO
+    (or netem, with a delay) a plain NIC has."""
     buckets = fair_buckets(n_sources)
     own = int(own_ip.rsplit(".", 1)[1]) & (buckets - 1)
     filt = ["tc", "filter", "replace", "dev", intf, "parent", "5:", "prio", "1"]
@@ -133,18 +139,9 @@ def fair_htb_cmds(
     return cmds
 
 
-def frames_cmd(intf: str) -> list[str]:
-    """Make the host's own TCP hand `intf` one frame per packet (`gso_max_segs 1`), run in a relay's
-    namespace with `fair_htb_cmds`: this kernel's TCP always builds GSO packets (tens of kB, cut
-    into frames after the qdisc), and HTB charges a class a whole packet per turn, so the relay's
-    own flow still took 4.3 of 5 Mbit/s beside a forwarded one (measured, BCube(4,1)); with frames
-    the two took 2.3 and 2.5."""
-    return ["ip", "link", "set", "dev", intf, "gso_max_segs", "1"]
-
-
 def fair_class_cmds(intf: str, mbps: float, buckets: int, mtu: int = DEFAULT_MTU) -> list[list[str]]:
-    """The HTB class lines of `fair_htb_cmds` (the NIC's class, then one per bucket): what a rate
-    change replaces."""
+    """The HTB class lines of `fair_htb_cmds` (the NIC's class, then one per bucket, each with a
+    turn of FAIR_QUANTUM bytes): what a rate change replaces."""
     b = f"{max(burst_bytes(mbps), 2 * (mtu + ETH_HEADER))}b"
     rate = f"{mbps:.6g}mbit"
     q = str(mtu + ETH_HEADER)
@@ -153,7 +150,7 @@ def fair_class_cmds(intf: str, mbps: float, buckets: int, mtu: int = DEFAULT_MTU
     share = f"{mbps / buckets:.6g}mbit"
     for i in range(buckets):
         cmds.append(["tc", "class", "replace", "dev", intf, "parent", "5:1", "classid", f"5:{0x100 + i:x}", "htb",
-                     "rate", share, "ceil", rate, "burst", b, "cburst", b, "quantum", q])  # fmt: skip
+                     "rate", share, "ceil", rate, "burst", b, "cburst", b, "quantum", str(FAIR_QUANTUM)])  # fmt: skip
     return cmds
 
 

@@ -11,7 +11,6 @@ from emulation.shaping import (
     burst_bytes,
     fair_buckets,
     fair_htb_cmds,
-    frames_cmd,
     htb_cmds,
     mtu_cmd,
     offload_cmd,
@@ -152,7 +151,7 @@ def test_fair_queue_hashes_sources_into_classes_that_share_the_nic():
     nic, *shares = [c for c in cmds if c[:2] == ["tc", "class"]]
     assert (opt(nic, "classid"), opt(nic, "rate")) == ("5:1", "5mbit")
     assert len(shares) == 16 and {opt(c, "parent") for c in shares} == {"5:1"}
-    assert {(opt(c, "rate"), opt(c, "ceil"), opt(c, "quantum")) for c in shares} == {("0.3125mbit", "5mbit", "1514")}
+    assert {(opt(c, "rate"), opt(c, "ceil"), opt(c, "quantum")) for c in shares} == {("0.3125mbit", "5mbit", "65536")}
     assert "hashkey mask 0x0000000f at 12 link 2:" in text  # the source address's low 4 bits
     flowids = [opt(c, "flowid") for c in cmds if "flowid" in c]
     assert flowids == [f"5:{0x100 + i:x}" for i in range(16)]
@@ -162,7 +161,3 @@ def test_fair_queue_hashes_sources_into_classes_that_share_the_nic():
 def test_fair_queue_keeps_netem_per_class_when_delayed():
     cmds = fair_htb_cmds("s0_3-eth1", 5, 4, "10.1.0.4", delay_ms=2)
     assert sum("netem" in c for c in cmds) == 4 and not any("pfifo" in c for c in cmds)
-
-
-def test_frames_cmd_caps_gso_at_one_segment():
-    assert frames_cmd("s0_3-eth1") == ["ip", "link", "set", "dev", "s0_3-eth1", "gso_max_segs", "1"]
