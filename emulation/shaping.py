@@ -27,38 +27,33 @@ def burst_bytes(mbps: float) -> int:
     return max(15000, int(mbps * 1e6 / 8 / HZ))
 
 
+def htb_class_cmd(
+    intf: str,
+    mbps: float,
+    mtu: int = DEFAULT_MTU,
+    parent: str = "5:",
+    classid: str = "5:1",
+    share_mbps: float | None = None,
+    quantum: int | None = None,
+) -> list[str]:
+    """One HTB class of `intf` capped at `mbps`: guaranteed `share_mbps` (default all of it), a
+    burst of one timer tick at `mbps` (at least two frames), a quantum of one frame unless given."""
+    b = f"{max(burst_bytes(mbps), 2 * (mtu + ETH_HEADER))}b"
+    rate, ceil = f"{(mbps if share_mbps is None else share_mbps):.6g}mbit", f"{mbps:.6g}mbit"
+    q = str(mtu + ETH_HEADER if quantum is None else quantum)
+    return ["tc", "class", "replace", "dev", intf, "parent", parent, "classid", classid, "htb",
+            "rate", rate, "ceil", ceil, "burst", b, "cburst", b, "quantum", q]  # fmt: skip
+
+
 def htb_cmds(
     intf: str, mbps: float, queue_pkts: int | None = None, delay_ms: float = 0.0, mtu: int = DEFAULT_MTU
 ) -> list[list[str]]:
     """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked); the
     quantum is one frame at `mtu`, the queue `queue_pkts` (default: queue_pkts_for(mtu))."""
     queue_pkts = queue_pkts_for(mtu) if queue_pkts is None else queue_pkts
-    b = f"{max(burst_bytes(mbps), 2 * (mtu + ETH_HEADER))}b"
-    rate = f"{mbps:.6g}mbit"
     cmds = [
         ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", "1"],
-        [
-            "tc",
-            "class",
-            "replace",
-            "dev",
-            intf,
-            "parent",
-            "5:",
-            "classid",
-            "5:1",
-            "htb",
-            "rate",
-            rate,
-            "ceil",
-            rate,
-            "burst",
-            b,
-            "cburst",
-            b,
-            "quantum",
-            str(mtu + ETH_HEADER),
-        ],
+        htb_class_cmd(intf, mbps, mtu),
     ]
     if delay_ms > 0:
         cmds.append(
@@ -142,16 +137,11 @@ def fair_htb_cmds(
 def fair_class_cmds(intf: str, mbps: float, buckets: int, mtu: int = DEFAULT_MTU) -> list[list[str]]:
     """The HTB class lines of `fair_htb_cmds` (the NIC's class, then one per bucket, each with a
     turn of FAIR_QUANTUM bytes): what a rate change replaces."""
-    b = f"{max(burst_bytes(mbps), 2 * (mtu + ETH_HEADER))}b"
-    rate = f"{mbps:.6g}mbit"
-    q = str(mtu + ETH_HEADER)
-    cmds = [["tc", "class", "replace", "dev", intf, "parent", "5:", "classid", "5:1", "htb", "rate", rate, "ceil",
-             rate, "burst", b, "cburst", b, "quantum", q]]  # fmt: skip
-    share = f"{mbps / buckets:.6g}mbit"
-    for i in range(buckets):
-        cmds.append(["tc", "class", "replace", "dev", intf, "parent", "5:1", "classid", f"5:{0x100 + i:x}", "htb",
-                     "rate", share, "ceil", rate, "burst", b, "cburst", b, "quantum", str(FAIR_QUANTUM)])  # fmt: skip
-    return cmds
+    share = mbps / buckets
+    return [
+        htb_class_cmd(intf, mbps, mtu),
+        *(htb_class_cmd(intf, mbps, mtu, "5:1", f"5:{0x100 + i:x}", share, FAIR_QUANTUM) for i in range(buckets)),
+    ]
 
 
 def mtu_cmd(intf: str, mtu: int) -> list[str]:

@@ -1,7 +1,7 @@
 """A relaying server's NIC shared by its own flow and one it forwards (BCube, Torus), for real.
 
 With one FIFO, TCP Small Queues left the relay's own flow a few % of the NIC (0.12-1.0 of 5 Mbit/s
-in four runs here); `relay_queue: fair` (the default) gives each sending host its share."""
+in three runs here); `relay_queue: fair` (the default) gives each sending host its share."""
 
 from __future__ import annotations
 

@@ -226,8 +226,7 @@ class BCubeKind(Kind):
         cur = list(digits(BCubeId.from_name(src, net.spec).index, n, k))
         want = digits(BCubeId.from_name(dst, net.spec).index, n, k)
         path = [src]
-        for level in range(k, -1, -1):  # a_k is digits[0]
-            pos = k - level
+        for pos in range(k + 1):  # digits run a_k .. a_0: the highest level first
             if cur[pos] != want[pos]:
                 cur[pos] = want[pos]
                 path.append(BCubeId.of_server(undigits(tuple(cur), n), net.spec).name)
