@@ -100,6 +100,10 @@ class HostEngine:
         #: (seconds since it began, op, peer, chunk): when a send left for the kernel (its drain
         #: returned) or a receive's frame was taken; where a stage waited, measured not guessed
         self.trace: list[tuple[float, str, str, int]] | None = None
+        #: with tracing on, every frame as its last byte was read: (monotonic time, iteration, sender,
+        #: chunk). The trace's receive times are when a chunk's steps took a frame, in schedule
+        #: order; these say when the network delivered it, so a flow that came late shows as late
+        self.arrivals: list[tuple[float, int, str, int]] | None = None
         #: messages whose size is known only at run time (DVF: engine.dvf.Codec): a send that
         #: originates a chunk's value goes through `codec.originate`, a send of a chunk this host
         #: just copied in forwards the bytes as they came (`_forwarded`), a receive decodes. None:
@@ -163,6 +167,8 @@ class HostEngine:
                 head = await reader.readexactly(HEADER.size)
                 it, chunk, nbytes = HEADER.unpack(head)
                 payload = await reader.readexactly(nbytes)
+                if self.arrivals is not None:
+                    self.arrivals.append((time.monotonic(), it, peer, chunk))
                 self.inbox[(peer, chunk, it)].put_nowait((it, payload))
         except asyncio.IncompleteReadError:
             return  # the peer closed: normal at the end of a run
@@ -307,6 +313,15 @@ class HostEngine:
         else:
             self._forwarded.pop((iteration, c), None)
         return data
+
+    def arrivals_of(self, iteration: int) -> list[tuple[float, str, int]]:
+        """This iteration's frames as (seconds since its synchronisation began, sender, chunk), and
+        forgets them; a frame that came before this host began syncing has a negative time."""
+        if self.arrivals is None:
+            return []
+        mine = [(round(t - self._t0, 5), peer, c) for t, it, peer, c in self.arrivals if it == iteration]
+        self.arrivals = [a for a in self.arrivals if a[1] > iteration]
+        return mine
 
     def _traced(self, s: Step, c: int) -> None:
         if self.trace is not None:

@@ -239,8 +239,8 @@ async def run(cfg: dict[str, Any]) -> None:
     sched = from_host_part(cfg["schedule"])  # this host's compiled steps (engine.processes)
     addresses = {h: (a[0], int(a[1])) for h, a in cfg["addresses"].items()}
     engine = HostEngine(name, sched, addresses, streams=int(cfg.get("streams", 1)), barrier=bool(cfg.get("barrier")))
-    if cfg.get("trace"):  # per-step times in every row (where a schedule waits: benchmarks, tests)
-        engine.trace = []
+    if cfg.get("trace"):  # per-step and per-frame times in every row (where a schedule waits: benchmarks, tests)
+        engine.trace, engine.arrivals = [], []
     dvf = DvfSettings.from_config(cfg)
     if dvf.mode != "off":  # PF's DVF: run-time message sizes (engine.dvf)
         engine.codec = Codec(dvf, [c.length for c in sched.chunks])
@@ -311,6 +311,7 @@ async def run(cfg: dict[str, Any]) -> None:
             if engine.trace is not None:
                 row["trace"] = list(engine.trace)
                 row["sync_t0"] = engine._t0  # monotonic, shared by the hosts of this machine
+                row["arrivals"] = engine.arrivals_of(it)
             if plans is not None:
                 row["plan"] = plans.version
                 row["peers"] = peers

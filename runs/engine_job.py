@@ -303,7 +303,7 @@ def dvf_summary(rows: list[dict], job: JobSpec, servers: list[str], model_bytes:
     return out
 
 
-def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
+def progress_watch(run_dir: Path, hosts: list[str], windows, limit_s: float) -> ProgressWatch:
     """A stall watch over the engine's hosts: armed when every host is connected (its ready line),
     progress is any host finishing an iteration or a link moving bytes."""
 
@@ -322,6 +322,7 @@ def progress_watch(run_dir: Path, hosts: list[str], windows) -> ProgressWatch:
         count=lambda: sum(1 for h in hosts for r in lines(h) if "iteration" in r),
         windows=windows,
         doing=doing,
+        limit_s=limit_s,
     )
 
 
@@ -369,7 +370,7 @@ def run_scheme_job(
         monitor = Monitor(net).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
-        stall = progress_watch(out / "engine", hosts, lambda: monitor.windows)
+        stall = progress_watch(out / "engine", hosts, lambda: monitor.windows, job.stall_s)
 
         tuner = autotuner(job, prep, out / "engine")
 

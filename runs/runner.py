@@ -127,7 +127,8 @@ def run_job(
             fail_ps=lambda host: failover(jobs, tb.model, host),
         )
         try:
-            complete = run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: monitor.windows))
+            stall = StallWatch(jobs, lambda: monitor.windows, max(j.stall_s for j, _, _ in plan))
+            complete = run_loop(exp, jobs, injector, progress, stall)
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError

@@ -1,4 +1,5 @@
-"""A job that stopped: no step and no byte on any link for STALL_S, found while the run goes on.
+"""A job that stopped: no step and no byte on any link for its `stall_s` (default STALL_S, 45 s), found
+while the run goes on.
 
 Without it a stalled job waited for its deadline (900-1200 s) and the message quoted TensorFlow's
 start-up banner. The watch is armed once every worker of every job's current attempt is ready
@@ -18,13 +19,13 @@ from collections.abc import Callable, Sequence
 from emulation.phases import Window, last_moving
 from tfjob.procs import JobRun
 from workloads.errors import RunError
+from workloads.experiment import STALL_S
 
-#: seconds without a step and without a link moving bytes that make a stall (detected within a minute)
-STALL_S = 45.0
+__all__ = ["STALL_S", "ProgressWatch", "StallWatch", "Stalled"]
 
 
 class Stalled(RunError):
-    """The jobs made no progress for STALL_S; the message says what each process was doing."""
+    """The jobs made no progress for their stall_s; the message says what each process was doing."""
 
 
 class StallWatch:

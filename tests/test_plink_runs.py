@@ -3,17 +3,21 @@ workers unevenly in 4 racks (4, 5, 4, 3: the draw of default_rng(1), as topologi
 draws its own). Before the first iteration the workers probe each other's bandwidth over the
 emulated network (15 rounds of disjoint pairs); ProbeEmbed's groups are the racks (AMI >= 0.9);
 2LHA on those groups, with PLink's 4 connections per peer, leaves every worker with the exact sum
-(the engine's check mode, verify_sums), and the run's folder holds the probes and their heat map.
+(the engine's check mode, verify_sums), and the run's folder holds the probes and their heat map;
+pairs in one rack measure more than pairs across the oversubscribed uplinks.
 And Autotune on the emulated network: a host's rate falls (`set_rate`), masters move off it."""
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 
+from runs.probe import true_places
 from runs.runner import run_job
+from topologies.build import build_network
 from topologies.schema import parse_spec
 from workloads.experiment import ExperimentSpec, JobSpec
 from workloads.timeline import TimelineEvent
@@ -42,6 +46,11 @@ def test_a_plink_run_probes_finds_the_racks_and_sums_exactly(tmp_path: Path):
     probes = json.loads((tmp_path / "run" / "probes.json").read_text())
     assert len(probes["probes"]) == 16 * 15 // 2
     assert (tmp_path / "run" / "probes.png").stat().st_size > 5_000
+    # pairs behind a shared uplink measure less than pairs in one rack (the locality PLink looks for)
+    rack = dict((h, r) for r, h in true_places(build_network(topo), probes["hosts"]))
+    inside = [p["value"] for p in probes["probes"] if rack[p["a"]] == rack[p["b"]]]
+    across = [p["value"] for p in probes["probes"] if rack[p["a"]] != rack[p["b"]]]
+    assert statistics.median(inside) > 1.5 * statistics.median(across), (inside, across)
 
 
 def test_autotune_moves_masters_off_a_throttled_host(tmp_path: Path):

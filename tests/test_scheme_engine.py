@@ -3,6 +3,7 @@ paused senders hold a ring back more than RAT. (Inside Mininet: tests/test_schem
 
 from __future__ import annotations
 
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,8 @@ def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
 
 def test_trace_records_every_step_once_in_time_order(tmp_path: Path):
     """With `trace`, each host's row lists every step of its schedule once (when it completed),
-    times within the synchronisation: what benchmarks read to see where a stage waited."""
+    times within the synchronisation: what benchmarks read to see where a stage waited; and every
+    frame it received once, when its last byte came, no later than the step that took it."""
     workers = [f"w{i}" for i in range(4)]
     cfg = config("ring", workers, trace=True, check=False)
     run = run_scheme(cfg, workers, dict.fromkeys(workers, "127.0.0.1"), tmp_path, local_starter(tmp_path), 120)
@@ -83,6 +85,14 @@ def test_trace_records_every_step_once_in_time_order(tmp_path: Path):
         assert sorted((op, peer, c) for _, op, peer, c in r["trace"]) == want
         times = [t for t, *_ in r["trace"]]
         assert times == sorted(times) and times[0] >= 0 and times[-1] <= r["sync_s"] + 1e-3
+        taken, arrived = defaultdict(list), defaultdict(list)  # a ring takes a chunk from its peer twice
+        for t, op, peer, c in r["trace"]:
+            if op != "send":
+                taken[(peer, c)].append(t)
+        for t, peer, c in r["arrivals"]:
+            arrived[(peer, c)].append(t)
+        assert {k: len(v) for k, v in arrived.items()} == {k: len(v) for k, v in taken.items()}, r["arrivals"]
+        assert all(a <= b + 1e-3 for k in taken for a, b in zip(arrived[k], taken[k], strict=True)), (arrived, taken)
 
 
 def test_iterations_separate_start_skew_from_the_sync():

@@ -54,6 +54,10 @@ from topologies.schema import (
 )
 from workloads.timeline import RandomFailures, TimelineEvent
 
+#: seconds without a finished step and without a link moving bytes that make a stall (the default of
+#: a job's stall_s: found within a minute; TF starting 8 processes on 2 cores is not counted, see runs/stall.py)
+STALL_S = 45.0
+
 #: the paper's model sizes (Table 2), read as MiB of float32 parameters (tfjob.dnn's docstring)
 PAPER_BYTES = {"vgg16": 138_357_544 * 4, "resnet50": 25_557_032 * 4}
 #: Paper-equivalent S per model: Table 2's VGG-16 and ResNet50 (their ImageNet parameter bytes,
@@ -105,6 +109,12 @@ class JobSpec(BaseModel):
     seed: int = Field(default=1)
     threads: int = Field(default=1, ge=1, description="TF intra/inter-op threads per process")
     deadline_s: float = Field(default=900.0, gt=0, description="a process still running then is stopped")
+    stall_s: float = Field(
+        default=STALL_S,
+        ge=5,
+        description="a run with no finished step and no link moving bytes for this many seconds is stopped as "
+        "stalled (runs/stall.py); raise it above a step's longest compute",
+    )
     scheme: SchemeName = Field(
         default=registry.DEFAULT,
         description="synchronisation: a scheme of the registry (schemes/registry.py): tf-ps (TensorFlow's PS "
@@ -237,6 +247,11 @@ class JobSpec(BaseModel):
             raise ValueError(
                 "model: alexnet is a payload of AlexNet's size: give compute: calibrated and compute_s "
                 "(seconds per step; the paper's K40 took 1.2 s)"
+            )
+        if self.compute == "calibrated" and self.compute_s is not None and self.compute_s >= self.stall_s:
+            raise ValueError(
+                f"stall_s: {self.stall_s:g} s is not above compute_s {self.compute_s:g} s: a step's compute alone "
+                "would read as a stall; raise stall_s"
             )
         if self.staleness and not registry.get(self.scheme).ssp:
             ssp = ", ".join(n for n, sp in registry.SCHEMES.items() if sp.ssp)
