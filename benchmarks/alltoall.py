@@ -7,8 +7,8 @@ benchmark splits what the network does from what the engine adds:
 - `raw`: plain TCP and no engine. Every host pre-connects one socket to every other, and at one
   instant (the hosts share this machine's clock) sends each peer the bytes of the mesh's reduce
   phase, one thread per peer; each receiver notes when every flow's last byte came. Rounds are
-  `--gap` seconds apart, so TCP starts each from its initial window after idle, as an engine
-  iteration does.
+  `--gap` seconds apart (at least 2.5x the bound, so one ends before the next), and TCP starts
+  each from its initial window after idle, as an engine iteration does.
 - `engine`: the scheme engine runs the whole mesh (reduce, then all-gather: twice the bytes, a bound
   twice as long) with a barrier before every synchronisation, so each starts at one instant too.
   (Its reduce phase alone is not comparable: with segments, the owners send back early segments'
@@ -180,6 +180,8 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
     mesh = compile_scheme("mesh", hosts, n_elems)
     a2a = reduce_phase(mesh)
     transfers = {(s.peer, h): a2a.chunks[s.chunk].nbytes for h, steps in a2a.steps.items() for s in steps}
+    bound = expected_sync_s(net, a2a)
+    gap_s = max(gap_s, 2.5 * bound + 0.5)  # a round ends before the next starts (the bound: >= 1 x of it)
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
         r0 = _retrans(tb, hosts)
@@ -197,7 +199,7 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
     by_links = {
         str(n): statistics.median(f.end_s for f in flows if f.links == n) for n in sorted({f.links for f in flows})
     }
-    row = Row(topology, mbps, len(hosts), max(transfers.values()), expected_sync_s(net, a2a), ends, len(flows),
+    row = Row(topology, mbps, len(hosts), max(transfers.values()), bound, ends, len(flows),
               by_links, retrans, verdict.faithful, verdict.reason, gst, expected_sync_s(net, mesh),
               e_verdict.faithful, e_verdict.reason)  # fmt: skip
     LOG.info(
@@ -253,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--rates", type=float, nargs="+", help=f"Mbit/s per cable (default {' '.join(map(str, RATES))})")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"all-to-alls per rate, and engine iterations ({ROUNDS})")
-    p.add_argument("--gap", type=float, default=2.0, help="seconds between raw rounds (default 2)")
+    p.add_argument(
+        "--gap", type=float, default=2.0, help="seconds between raw rounds (default 2; at least 2.5 x the bound + 0.5)"
+    )
     args = p.parse_args(argv)
     out_dir = begin(args)
     m = meta(args)
