@@ -141,7 +141,8 @@ def run_hardware(
         ]
         injector = Injector(cluster, planned, hosts=[], fail_ps=lambda host: failover(jobs, net, host))  # type: ignore[arg-type]
         try:
-            complete = run_loop(exp, jobs, injector, progress, StallWatch(jobs, lambda: []))
+            stall = StallWatch(jobs, lambda: [], max(j.stall_s for j, _, _ in plan))  # no link windows here
+            complete = run_loop(exp, jobs, injector, progress, stall)
         except (RunError, Unrecoverable) as err:
             error = str(err)
             failure = type(err) if isinstance(err, RunError) else RunError
