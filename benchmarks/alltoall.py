@@ -48,7 +48,6 @@ ROUNDS = 4
 TOPOLOGIES = ("torus-3x3.yaml", "bcube-4-1.yaml", "leafspine-rat.yaml")
 
 
-# --- the driver ----------------------------------------------------------------------------------
 @dataclass
 class Flow:
     round: int
@@ -164,6 +163,7 @@ def engine_mesh(tb, net, hosts: list[str], scale: float, iterations: int, run_di
 
 
 def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Path) -> Row:
+    from emulation import measure
     from emulation.fidelity import Monitor
     from emulation.net import Testbed
     from schemes import compile_scheme
@@ -184,12 +184,12 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
     gap_s = max(gap_s, 2.5 * bound + 0.5)  # a round ends before the next starts (the bound: >= 1 x of it)
     with Testbed(net) as tb:
         monitor = Monitor(net).start()
-        r0 = _retrans(tb, hosts)
+        r0 = measure.tcp_retrans(tb, hosts)
         try:
             flows = raw_alltoall(tb, net, transfers, rounds, gap_s, tmp / f"raw-{mbps:g}")
         finally:
             verdict = monitor.stop()
-        retrans = _retrans(tb, hosts) - r0
+        retrans = measure.tcp_retrans(tb, hosts) - r0
         monitor = Monitor(net).start()
         try:
             gst = engine_mesh(tb, net, hosts, spec.scale, rounds, tmp / f"engine-{mbps:g}")
@@ -207,12 +207,6 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
         topology, mbps, row.raw_over_bound, row.bound_s, fmt(row.engine_over_mesh_bound),
     )  # fmt: skip
     return row
-
-
-def _retrans(tb, hosts: list[str]) -> int:
-    from emulation import measure
-
-    return measure.tcp_retrans(tb, hosts)
 
 
 def table(rows: list[Row]) -> str:
@@ -248,6 +242,40 @@ def table(rows: list[Row]) -> str:
     return md_table(head, body)
 
 
+def record_ceilings(rows: list[Row], when: str) -> dict[str, dict]:
+    """Keep each kind's raw all-to-all ratios in this machine's relay-ceiling cache (the fidelity
+    verdict judges relaying runs by them: emulation.relaying) and return each kind's ceiling."""
+    from emulation import relaying
+    from topologies.schema import load_spec
+
+    out = {}
+    for topology in dict.fromkeys(r.topology for r in rows):
+        kind = load_spec(TOP / "topologies" / topology).kind
+        c = relaying.record(kind, topology, {r.mbps: r.raw_over_bound for r in rows if r.topology == topology}, when)
+        out[kind] = asdict(c)
+    return out
+
+
+def ceiling_text(ceilings: dict[str, dict]) -> str:
+    """The ceilings as the report states them."""
+    from emulation.relaying import TOLERANCE
+
+    lines = [
+        f"Relay ceilings kept for this machine (`testbed doctor` shows them; emulation.relaying): a rate per "
+        f"cable holds while its all-to-all stays within {TOLERANCE - 1:.0%} of the lowest rate's "
+        "time; a run whose traffic servers relay above the ceiling is judged not faithful.\n"
+    ]
+    for kind, c in ceilings.items():
+        if c["failed_mbps"] is None:
+            lines.append(f"- {kind}: held to {c['mbps']:g} Mbit/s per cable, the highest rate tried")
+        else:
+            lines.append(
+                f"- {kind}: {c['mbps']:g} Mbit/s per cable (at {c['failed_mbps']:g}: {c['failed_ratio']:.2f}x the "
+                "lowest rate's time)"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("bench_alltoall", __doc__, f"{' and '.join(map(str, QUICK_RATES))} Mbit/s, 2 rounds (~1 min)")
     p.add_argument(
@@ -268,13 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="alltoall-") as tmp:
         rows = [measure_rate(t, r, rounds, args.gap, Path(tmp)) for t in topologies for r in rates]
     m["wall_s"] = time.monotonic() - t0
-    res = {"meta": m, "rows": [asdict(r) for r in rows]}
+    ceilings = record_ceilings(rows, m["started"])
+    res = {"meta": m, "rows": [asdict(r) for r in rows], "ceilings": ceilings}
     text = (
         "Every host sends every other its 1/N of a ResNet-50 gradient scaled with the rate (the mesh's "
         "reduce phase) at one instant: in plain TCP (pre-connected sockets, a thread per peer, no engine) "
         "and in the scheme engine's mesh (a barrier before each sync; reduce and all-gather, against its own "
         "bound, twice the all-to-all's). Bound: the busiest cable's bytes over its rate on the "
-        "controller's routes, the same at every rate.\n\n" + table(rows) + "\n"
+        "controller's routes, the same at every rate.\n\n" + table(rows) + "\n\n" + ceiling_text(ceilings)
     )
     stem = "alltoall-quick" if args.quick else "alltoall"
     write_results(out_dir, stem, "An all-to-all in plain TCP and in the engine", res, text, args.quick,

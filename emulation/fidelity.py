@@ -24,6 +24,11 @@ and, where it has them, the link side of the verdict is their bottleneck utilisa
 phase's interior windows, the most any one link carried as a share of its rate, averaged over
 the phases by duration. That must reach PHASE_FULL for a starved machine's run to be faithful.
 
+Where servers relay (BCube, Torus) the emulated network can lose time with none of these signs: a
+plain-TCP all-to-all ends later the higher the rate, with the machine idle and nothing dropped.
+`scripts/bench_alltoall.sh` measures up to which rate per cable it does not (emulation.relaying);
+a job whose traffic a server relays above that rate is not faithful.
+
 The verdict is a pure function of its inputs (`judge(FidelityInputs)`): the monitor only samples
 (emulation.sampler, emulation.phases), counts the drops once at the end, and condenses all of it
 into those inputs.
@@ -39,6 +44,7 @@ import psutil
 
 from emulation import datapath
 from emulation.phases import Phase, TrafficSampler, Window, phases
+from emulation.relaying import RelayLoad
 from emulation.sampler import Sample, Sampler, after
 from topologies.model import Network
 
@@ -80,6 +86,8 @@ class Verdict:
     transfer_phases: int = 0
     transfer_s: float = 0.0
     transfer_util: float | None = None
+    #: the job's relaying servers against the kind's measured ceiling (emulation.relaying; "": none relay)
+    relay: str = ""
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
@@ -99,6 +107,8 @@ class FidelityInputs:
     phases: Sequence[Phase] | None = None  # the transfer phases (None: not sampled; the peak rule judges)
     #: every task of the job shares one host (colocate_ps): its traffic never crosses an emulated link
     loopback_only: bool = False
+    #: servers relay the job's traffic (BCube, Torus): their cables' rate against the kind's ceiling
+    relay: RelayLoad | None = None
 
     @classmethod
     def from_samples(
@@ -128,7 +138,10 @@ def judge(inputs: FidelityInputs) -> Verdict:
     idle p5 under IDLE_LIMIT) while the links did not carry their rate: with transfer phases,
     their bottleneck utilisation under PHASE_FULL (the busiest window alone does not decide);
     without, the busiest link's busiest window under LINK_FULL. A job on one host's loopback
-    (`loopback_only`) is judged on datapath drops alone: no emulated link carried it."""
+    (`loopback_only`) is judged on datapath drops alone: no emulated link carried it. Where servers
+    relay the job's traffic above the rate at which this machine carried an all-to-all on that
+    kind faithfully (`relay`, emulation.relaying), the run is not faithful either: the loss it
+    measured there shows in none of the other signs."""
     cpu = sorted(inputs.ovs_cpu) or [0.0]
     idle = sorted(inputs.idle) or [1.0]
     ovs_p95 = cpu[int(0.95 * (len(cpu) - 1))]
@@ -159,6 +172,8 @@ def judge(inputs: FidelityInputs) -> Verdict:
             f"{' and '.join(starved)} while the busiest link peaked at {peak_util:.0%} of its rate "
             f"(< {LINK_FULL:.0%}): the emulator set the pace"
         )
+    if inputs.relay is not None and inputs.relay.over and not inputs.loopback_only:
+        reasons.append(inputs.relay.text)
     drops = inputs.drops
     sent_drops = drops.hidden if drops else 0  # a full queue's batch tails are tail drops in effect
     rx_drops = drops.received_dropped if drops else 0
@@ -204,6 +219,7 @@ def judge(inputs: FidelityInputs) -> Verdict:
         n_phases,
         round(phase_s, 3),
         None if phase_util is None else round(phase_util, 3),
+        inputs.relay.text if inputs.relay is not None else "",
     )
 
 
@@ -232,8 +248,10 @@ def tcp_segments(pid: int) -> tuple[int, int]:
 class Monitor:
     """Samples in a thread between start() and stop(); stop() returns the Verdict."""
 
-    def __init__(self, net: Network, interval_s: float = WINDOW_S) -> None:
+    def __init__(self, net: Network, interval_s: float = WINDOW_S, relay: RelayLoad | None = None) -> None:
+        """`relay`: the job's relaying servers (emulation.relaying.relay_load), judged with the run."""
         self.net = net
+        self.relay = relay
         # switch-side ends are in the root namespace, so /sys shows them; their tx is the
         # traffic entering the cable from the switch, shaped at the cable's rate
         self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
@@ -290,6 +308,7 @@ class Monitor:
         retransmissions are counted over the whole run (start() to stop()), whatever the span."""
         counted = {"drops": self.drops, "retrans": self.retrans, "send_buffer": self.send_buffer}
         counted["loopback_only"] = loopback_only
+        counted["relay"] = self.relay
         windows = [w for w in self.windows if (since is None or w.t >= since) and (until is None or w.t <= until)]
         windows = windows or self.windows
         counted["phases"] = phases(windows) if windows else None

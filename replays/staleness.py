@@ -13,6 +13,9 @@ change: nothing imported it then, so it can act only through an import in a modu
 which has then changed itself (imports are explicit here: no package scans its folder for modules).
 Any other added file counts (a topology or figure YAML is found by listing its folder).
 
+Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
+does not stale a result unless a dependency names that very file.
+
 A result whose commit git does not know (a shallow clone, a rewritten branch, no commit recorded)
 has **unknown provenance**: nothing can be said about it.
 """
@@ -73,6 +76,11 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.Complet
 
 def _within(path: str, deps: Iterable[str]) -> bool:
     return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def _prose(path: str, deps: Iterable[str]) -> bool:
+    """A markdown file that a dependency folder holds but no dependency names: no run reads it."""
+    return path.endswith(".md") and not any(path == d for d in deps)
 
 
 def head_blobs(repo: Path, paths: list[str], rev: str = "HEAD") -> dict[str, str | None]:
@@ -145,5 +153,6 @@ def against_tree(
         for p in candidates
         if then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
         and not (p.endswith(".py") and then_dirty.get(p, at_then.get(p)) is None)  # a module added since
+        and not _prose(p, depends_on)
     ]
     return Staleness(state=STALE, changed=changed) if changed else Staleness(state=CURRENT)

@@ -28,6 +28,7 @@ from emulation.fidelity import Monitor
 from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
 from emulation.net import Testbed
+from emulation.relaying import relay_load
 from engine.dvf import SUFFICIENT_SHARE, verify_dvf
 from engine.emulated import run_in_testbed
 from engine.host import verify_sums
@@ -54,6 +55,7 @@ from schemes.schedule import (
     chain_length,
     cross_region_bytes,
     host_bytes,
+    pair_bytes,
 )
 from topologies.build import build_network
 from topologies.files import atomic_open, write_json_atomic
@@ -367,7 +369,7 @@ def run_scheme_job(
             sched, cfg = prep.sched, prep.cfg
             manifest["engine"] = cfg
         write_json_atomic(out / "manifest.json", manifest, default=str)
-        monitor = Monitor(net).start()
+        monitor = Monitor(net, relay=relay_load(net, pair_bytes(sched))).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         stall = progress_watch(out / "engine", hosts, lambda: monitor.windows, job.stall_s)

@@ -31,6 +31,7 @@ from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
 from emulation.net import Testbed, interrupt_reason
 from emulation.phases import write_links_csv
+from emulation.relaying import relay_load
 from runs import rounds
 from runs.inject import Injector, plan_timeline
 from runs.predict import choose_width, placement_prediction, prediction
@@ -113,7 +114,8 @@ def run_job(
         for d in more_rounds:
             start_run_dir(d)
         write_json_atomic(out / "manifest.json", record)
-        monitor = Monitor(net).start()
+        pairs = [(w, p) for _, ps, workers in plan for w in workers for p in ps]
+        monitor = Monitor(net, relay=relay_load(net, pairs)).start()
         flows = FlowSampler.of(tb).start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()
         jobs = [

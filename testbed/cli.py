@@ -91,8 +91,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print(
         f"{'ok  ' if measured_ceiling() else 'note'}  {'datapath ceiling':24s} {mbps:.0f} Mbit/s at MTU 1500: {source}"
     )
+    _relay_lines()
     print("ready to emulate" if not bad else f"{bad} blocking problem(s): fix them, then run testbed doctor again")
     return 1 if bad else 0
+
+
+def _relay_lines() -> None:
+    """Where servers relay (BCube, Torus), the rate per cable up to which this machine carried an
+    all-to-all faithfully (emulation.relaying; measured by scripts/bench_alltoall.sh, ~8 min)."""
+    from emulation.relaying import measured
+
+    for kind in ("bcube", "torus"):
+        c = measured(kind)
+        name = f"relay ceiling ({kind})"
+        if c is None:
+            print(f"note  {name:24s} not measured: scripts/bench_alltoall.sh measures it; runs are not judged on it")
+        elif c.failed_mbps is None:
+            print(f"ok  {name:24s}   held to {c.mbps:g} Mbit/s per cable, the highest rate tried ({c.measured})")
+        else:
+            print(
+                f"ok  {name:24s}   {c.mbps:g} Mbit/s per cable (at {c.failed_mbps:g}: {c.failed_ratio:.2f}x the "
+                f"lowest rate's all-to-all time; {c.topology}, {c.measured}); runs above it are not faithful"
+            )
 
 
 def cmd_clean(args: argparse.Namespace) -> int:

@@ -62,6 +62,17 @@ def test_a_module_added_since_is_not_a_change_but_an_added_file_or_a_removed_mod
     assert staleness(second, ["pkg/"], repo=r).changed == ["pkg/new.yaml", "pkg/y.py"]
 
 
+def test_a_folder_readme_is_prose_unless_a_dependency_names_it(repo):
+    """A markdown file in a dependency folder (its README) is read by people, not by a run: editing
+    it leaves a result current. Named as a dependency of its own, it counts."""
+    r, _, second = repo
+    (r / "pkg" / "README.md").write_text("how pkg works\n")
+    commit_all(r, "a folder README")
+    assert staleness(second, ["pkg/"], repo=r).state == CURRENT
+    s = staleness(second, ["pkg/", "pkg/README.md"], repo=r)
+    assert (s.state, s.changed) == (STALE, ["pkg/README.md"])
+
+
 def test_unknown_or_missing_commits(repo, tmp_path):
     r, _, _ = repo
     s = staleness("1234567890" * 4, ["pkg/"], repo=r)
