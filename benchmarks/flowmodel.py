@@ -88,6 +88,8 @@ class Case:
     net: object
     job: object
     prep: object
+    #: how the file's network was changed for the run ("": as the file says)
+    note: str = ""
 
     @property
     def name(self) -> str:
@@ -103,16 +105,43 @@ def _job(scheme: str, model_bytes: float, iterations: int):
     )  # fmt: skip
 
 
-def cases(topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], iterations: int) -> list[Case]:
+def within_relay_ceiling(spec, topology: str) -> tuple[object, str]:
+    """The file's spec and a note, slowed where its servers relay above this machine's measured ceiling for the
+    kind (emulation.relaying): there the emulated network itself loses time a network would not,
+    which no flow model should be fitted on or judged by. Bytes follow the scale, so the points'
+    seconds stay the same."""
+    from emulation.relaying import relay_load
+    from topologies.build import build_network
+    from topologies.schema import parse_spec
+
+    net = build_network(spec)
+    hosts = [h.name for h in net.hosts()]
+    load = relay_load(net, [(a, b) for a in hosts for b in hosts if a < b])
+    if load is None or not load.over or load.ceiling is None:
+        return spec, ""
+    scale = spec.scale * load.cable_mbps / load.ceiling.mbps
+    note = f"at {load.ceiling.mbps:g} Mbit/s per cable (the {load.kind}'s relay ceiling here)"
+    LOG.info("%s: servers relay: run %s", topology, note)
+    return parse_spec({**spec.model_dump(), "scale": scale}, topology), note
+
+
+def cases(
+    topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], iterations: int, scale: float | None = None
+) -> list[Case]:
     """The points of one topology file: each applicable scheme at each size. A scheme the file
-    cannot run (no PSs for ps, no address grid for hips, too few hosts) is skipped with a log line."""
+    cannot run (no PSs for ps, no address grid for hips, too few hosts) is skipped with a log line.
+    At `scale` when given (a refit: the scale the points were emulated at), else at the file's
+    within this machine's relay ceiling (`within_relay_ceiling`)."""
     from runs.engine_job import prepare
     from schemes.count import expected_sync_s
     from topologies.build import build_network
-    from topologies.schema import load_spec
+    from topologies.schema import load_spec, parse_spec
     from workloads.experiment import ExperimentError
 
-    spec = load_spec(TOP / "topologies" / topology)
+    spec, note = within_relay_ceiling(load_spec(TOP / "topologies" / topology), topology)
+    if scale is not None and scale != spec.scale:
+        spec = parse_spec({**spec.model_dump(), "scale": scale}, topology)
+        note = f"at {spec.worker_mbps / scale:g} Mbit/s per cable"
     net = build_network(spec)
     out = []
     for scheme in schemes:
@@ -124,7 +153,8 @@ def cases(topology: str, schemes: tuple[str, ...], sizes: tuple[float, ...], ite
         per_mb = expected_sync_s(net, probe.sched)
         for size in sizes:
             job = _job(scheme, size / per_mb * 1e6 * spec.scale, iterations)
-            out.append(Case(topology, scheme, size, spec.scale, net, job, prepare(job, net, spec.scale, topology)))
+            prep = prepare(job, net, spec.scale, topology)
+            out.append(Case(topology, scheme, size, spec.scale, net, job, prep, note))
     return out
 
 
@@ -141,7 +171,8 @@ def emulate(todo: list[Case], tmp: Path, save: Path) -> list[dict]:
         with Testbed(mine[0].net) as tb:
             LOG.info("%s up in %.0f s: %d points", topology, time.monotonic() - t0, len(mine))
             for c in mine:
-                row = {"topology": c.topology, "scheme": c.scheme, "size_s": c.size_s, "bytes": c.prep.model_bytes}
+                row = {"topology": c.topology, "scheme": c.scheme, "size_s": c.size_s, "bytes": c.prep.model_bytes,
+                       "scale": c.scale, "note": c.note}  # fmt: skip
                 try:
                     r = _scheme_run(tb, c.net, c.job, c.scale, tmp / topology / f"{c.scheme}-{c.size_s:g}")
                     row.update(emulated_s=r["gst"]["mean"], gst=r["gst"], expected_s=r["expected_s"],
@@ -502,12 +533,17 @@ def forms_table(forms: list[dict]) -> str:
     return md_table(head, rows)
 
 
+def _where(row: dict) -> str:
+    """A point's topology as the table names it, with how it was run where not as its file says."""
+    return row["topology"].removesuffix(".yaml") + (f" {row['note']}" if row.get("note") else "")
+
+
 def format_tables(res: dict) -> str:
     head = ["topology", "traffic", "hosts", "busiest cable (s)", "emulated GST (s)", "simulated, max-min (s)",
             "simulated, calibrated (s)", "calibrated / emulated", "within 5%?", "held out / emulated",
             "why not"]  # fmt: skip
     rows = [
-        [r["topology"].removesuffix(".yaml"), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
+        [_where(r), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
          fmt(r.get("expected_s"), ".3f"), fmt(r["emulated_s"], ".3f"), fmt(r.get("uncalibrated_s"), ".3f"),
          fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), "yes" if r.get("within_goal") else "no",
          fmt(r.get("held_out_ratio"), ".3f"), r.get("why", "") or "-"]
@@ -575,6 +611,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _file_scale(topology: str) -> float:
+    """The scale a topology file sets (points emulated before runs recorded theirs ran at it)."""
+    from topologies.schema import load_spec
+
+    return load_spec(TOP / "topologies" / topology).scale
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out_dir = begin(args)
@@ -590,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         files = tuple(f for f in files if f in {r["topology"] for r in loaded["points"]})
         schemes = tuple(x for x in schemes if x in {r["scheme"] for r in loaded["points"]})
         sizes = tuple(sorted({r["size_s"] for r in loaded["points"]}))
-    todo = [c for f in files for c in cases(f, schemes, sizes, iterations)]
+    emulated_at = {r["topology"]: r.get("scale") or _file_scale(r["topology"]) for r in loaded.get("points", [])}
+    todo = [c for f in files for c in cases(f, schemes, sizes, iterations, emulated_at.get(f))]
     todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
     if args.emulated:
         earlier = loaded["points"]

@@ -62,14 +62,16 @@ def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False)
     `maxmin`, also the schedule's exact max-min time (a SimGrid run: only the table that prints it
     asks, the flow-model benchmark simulates its points itself)."""
     from emulation.fidelity import Monitor
+    from emulation.relaying import relay_load
     from engine.emulated import run_in_testbed
     from models.flow.schedule_time import schedule_time_s
     from runs.engine_job import prepare
     from runs.stats import describe
     from schemes.count import expected_sync_s
+    from schemes.schedule import pair_bytes
 
     prep = prepare(job, net, scale, f"bench {job.scheme}")
-    monitor = Monitor(net).start()
+    monitor = Monitor(net, relay=relay_load(net, pair_bytes(prep.sched))).start()
     try:
         run = run_in_testbed(tb, prep.cfg, prep.hosts, run_dir, timeout_s=job.deadline_s)
     finally:
