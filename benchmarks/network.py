@@ -59,6 +59,9 @@ LOG = logging.getLogger(__name__)
 PROTOTYPES = ("psnet-testbed", "fattree-testbed")  # the paper's two testbeds (Section 5)
 BRINGUP_TARGET_S = 5.0
 FIDELITY_TARGET = 0.95
+#: the shaping figure's ECS-ToR cablings: OVS patch ports (topology field `patch_cables`, the
+#: default), and every cable a shaped veth pair (before)
+CABLINGS = ("patch", "veth")
 #: the shaping figure's two MTUs: the default, and jumbo frames (topology field `mtu`)
 SHAPING_MTUS = (DEFAULT_MTU, 9000)
 STP_CAP_S = 120.0
@@ -207,10 +210,12 @@ def stp_bringup(path: Path, cap_s: float = STP_CAP_S) -> dict:
 
 
 # --- 3. shaping fidelity -----------------------------------------------------------------------
-def shaping_topology(mbps: float, folder: Path, mtu: int = DEFAULT_MTU) -> Path:
-    """The PSNet prototype file with every rate scaled so that workers run at `mbps` (scale 1)."""
+def shaping_topology(mbps: float, folder: Path, mtu: int = DEFAULT_MTU, cabling: str = "patch") -> Path:
+    """The PSNet prototype file with every rate scaled so that workers run at `mbps` (scale 1);
+    `cabling` patch: its ECS-ToR slots as OVS patch ports (the default), veth: every cable a veth."""
     data = yaml.safe_load((TOP / "topologies" / f"{SHAPING_BASE}.yaml").read_text())
-    data |= {"name": f"{SHAPING_BASE}-{mbps:g}mbps-mtu{mtu}", "worker_mbps": mbps, "scale": 1, "mtu": mtu}
+    data |= {"name": f"{SHAPING_BASE}-{mbps:g}mbps-mtu{mtu}-{cabling}", "worker_mbps": mbps, "scale": 1, "mtu": mtu,
+             "patch_cables": cabling == "patch"}  # fmt: skip
     path = folder / f"{data['name']}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -251,13 +256,13 @@ def cpu_means(samples: list[Sample], skip_s: float) -> tuple[float | None, float
 
 
 def shaping_figure(
-    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int = DEFAULT_MTU
+    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int = DEFAULT_MTU, cabling: str = "patch"
 ) -> list[dict]:
     """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU."""
     out = []
     with tempfile.TemporaryDirectory(prefix="psnet-bench-") as tmp:
         for mbps in rates_mbps:
-            path = shaping_topology(mbps, Path(tmp), mtu)
+            path = shaping_topology(mbps, Path(tmp), mtu, cabling)
             with Testbed(path) as tb:
                 for flows in flow_counts:
                     pairs = flow_pairs(flows)
@@ -282,6 +287,7 @@ def shaping_figure(
                     out.append(
                         {
                             "mtu": mtu,
+                            "cabling": cabling,
                             "rate_mbps": mbps,
                             "flows": flows,
                             "aggregate_mbps": mbps * flows,
@@ -390,6 +396,7 @@ def format_tables(res: dict) -> str:
             within = r["aggregate_mbps"] <= budget
             rows.append(
                 [
+                    row_cabling(r),
                     str(mtu),
                     fmt(r["rate_mbps"], "g"),
                     str(r["flows"]),
@@ -407,6 +414,7 @@ def format_tables(res: dict) -> str:
                 ]
             )
         head = [
+            "ECS-ToR cables",
             "MTU",
             "worker rate (Mbit/s)",
             "flows",
@@ -429,18 +437,25 @@ def format_tables(res: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def row_cabling(row: dict) -> str:
+    """A shaping row's ECS-ToR cabling (rows written before patch cables ran on veths)."""
+    return row.get("cabling", "veth")
+
+
 def row_mtu(row: dict) -> int:
     """A shaping row's MTU (rows written before the MTU column ran at the default)."""
     return row.get("mtu", DEFAULT_MTU)
 
 
-def ceiling(rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = DEFAULT_MTU) -> float | None:
+def ceiling(
+    rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = DEFAULT_MTU, cabling: str | None = None
+) -> float | None:
     """The highest aggregate (Mbit/s) at which the wire rate held `target` of the configured one at
     `mtu`, mean and min over the flows, with every lower aggregate holding it too (None: not even
     the lowest). A higher aggregate that holds after a lower one failed does not count: the ceiling
-    is where fidelity can be relied on, not where it happened once."""
+    is where fidelity can be relied on, not where it happened once. `cabling`: only its rows."""
     best = None
-    rows = [r for r in rows if row_mtu(r) == mtu]
+    rows = [r for r in rows if row_mtu(r) == mtu and cabling in (None, row_cabling(r))]
     for r in sorted(rows, key=lambda r: (r["aggregate_mbps"], r["flows"])):
         if min(r["wire_mean"], r["wire_min"]) < target:
             break
@@ -449,20 +464,21 @@ def ceiling(rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = DEFAUL
 
 
 def ceiling_sentence(rows: list[dict]) -> str:
-    """One line per MTU measured: the ceiling beside the schema's budget for that MTU."""
+    """One line per MTU and cabling measured: the ceiling beside the schema's budget for that MTU."""
     lines = []
-    for mtu in sorted({row_mtu(r) for r in rows}):
-        top, budget = ceiling(rows, mtu=mtu), fidelity_budget_mbps(mtu)
+    for cabling, mtu in sorted({(row_cabling(r), row_mtu(r)) for r in rows}):
+        top, budget = ceiling(rows, mtu=mtu, cabling=cabling), fidelity_budget_mbps(mtu)
+        label = f"MTU {mtu}, ECS-ToR cables {cabling}"
         if top is None:
             lines.append(
-                f"- MTU {mtu}: wire rate below {FIDELITY_TARGET:.0%} of the configured rate already at the lowest "
+                f"- {label}: wire rate below {FIDELITY_TARGET:.0%} of the configured rate already at the lowest "
                 f"aggregate (the schema's budget is {budget:g} Mbit/s)."
             )
             continue
-        measured = max(r["aggregate_mbps"] for r in rows if row_mtu(r) == mtu)
+        measured = max(r["aggregate_mbps"] for r in rows if row_mtu(r) == mtu and row_cabling(r) == cabling)
         top_note = " (the highest measured)" if top == measured else ""
         lines.append(
-            f"- MTU {mtu}: highest aggregate at which every flow's wire rate held >= {FIDELITY_TARGET:.0%} of the "
+            f"- {label}: highest aggregate at which every flow's wire rate held >= {FIDELITY_TARGET:.0%} of the "
             f"configured rate (and at every lower one measured): **{top:g} Mbit/s**{top_note} (the schema's "
             f"budget is {budget:g} Mbit/s)."
         )
@@ -474,6 +490,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = bench_parser("bench_network", __doc__, "reduced run (< 2 min): prototypes only, no STP, fewer reps")
     p.add_argument("--only", choices=["bringup", "reconfig", "shaping"], action="append", help="run only these figures")
     p.add_argument("--no-stp", action="store_true", help="skip the standalone-STP FatTree comparison")
+    p.add_argument(
+        "--cabling",
+        choices=CABLINGS,
+        action="append",
+        help="the shaping figure's ECS-ToR cables: patch (OVS patch ports, the default) and/or veth "
+        "(full: both; quick: patch)",
+    )
     return p.parse_args(argv)
 
 
@@ -499,8 +522,10 @@ def main(argv: list[str] | None = None) -> int:
     if "reconfig" in figures:
         res["reconfig"] = reconfig_figure([0.0, 1.0, 10.0], reconfig_reps, out_dir / "raw")
     if "shaping" in figures:
-        res["shaping"] = shaping_figure(rates, [1, 6], iperf_s, SHAPING_MTUS[0])
-        res["shaping"] += shaping_figure(jumbo_rates, [6], iperf_s, SHAPING_MTUS[1])
+        res["shaping"] = []
+        for cabling in args.cabling or (CABLINGS[:1] if args.quick else CABLINGS):
+            res["shaping"] += shaping_figure(rates, [1, 6], iperf_s, SHAPING_MTUS[0], cabling)
+            res["shaping"] += shaping_figure(jumbo_rates, [6], iperf_s, SHAPING_MTUS[1], cabling)
     res["meta"]["wall_s"] = time.monotonic() - t0
     write_results(out_dir, "network", "Network benchmark", res, format_tables(res), args.quick)
     return 0

@@ -121,7 +121,7 @@ class RegisteredNet:
             owner_pid=os.getpid(),
             topology=self.source,
             bridges=sorted(n.name for n in self.model.switches()),
-            root_intfs=sorted({ln.intf(end) for ln in self.model.links for end in (ln.a, ln.b)}),
+            root_intfs=sorted({ln.intf(end) for ln in self.model.veth_links() for end in (ln.a, ln.b)}),
         )
         os.environ[registry.RUN_ENV] = self.run_id  # inherited by the controller and every host shell
         cgroup = registry.load(self.run_dir).get("cgroup")

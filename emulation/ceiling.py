@@ -87,7 +87,7 @@ def _measure(steps: tuple[float, ...], seconds: float) -> dict:
         t0 = time.monotonic()  # after the lock and the bring-up: the probe's own length
         for agg in steps:
             per_flow = agg / len(PAIRS)
-            for a, b, paper in {(ln.a, ln.b, ln.paper_mbps) for ln in net.links}:  # each at its ratio to B_w
+            for a, b, paper in {(ln.a, ln.b, ln.paper_mbps) for ln in net.veth_links()}:  # each at its ratio to B_w
                 tb.set_rate(a, b, paper * per_flow / first)
             for _ in range(2):  # a low sample once more: the host, not the datapath, may have stalled
                 row = _sample(tb, agg, per_flow, seconds)

@@ -254,7 +254,10 @@ class Monitor:
         self.relay = relay
         # switch-side ends are in the root namespace, so /sys shows them; their tx is the
         # traffic entering the cable from the switch, shaped at the cable's rate
-        self.intfs = {ln.intf(end): ln.mbps for ln in net.links for end in (ln.a, ln.b) if not net.nodes[end].is_host}
+        # (patch cables have none: their traffic is bounded, and counted, by a shaped cable beside them)
+        self.intfs = {
+            ln.intf(end): ln.mbps for ln in net.veth_links() for end in (ln.a, ln.b) if not net.nodes[end].is_host
+        }
         self.sampler = Sampler(interval_s, intfs=self.intfs)
         self.traffic = TrafficSampler(self.intfs)
         self.bridges = [s.name for s in net.switches()]

@@ -183,7 +183,7 @@ def trace(
     src, dst = hosts.get(s.src_ip), hosts.get(s.dst_ip)
     if src is None or dst is None or src == dst:
         return None
-    intfs = {ln.intf(end): (end, ln.port_of(end)) for ln in net.links for end in (ln.a, ln.b)}
+    intfs = {ln.intf(end): (end, ln.port_of(end)) for ln in net.veth_links() for end in (ln.a, ln.b)}
     links: list[DirLink] = []
     node = src
     while node != dst:
@@ -196,12 +196,29 @@ def trace(
             hit = next((f for f in flows.get(net.link_at(*links[-1]).intf(node), []) if f.matches(s)), None)
             if hit is None or not hit.outputs or hit.outputs[0] not in intfs:
                 return None
-            port = intfs[hit.outputs[0]][1]
+            owner, port = intfs[hit.outputs[0]]
+            if owner != node:  # the flow crossed a patch cable inside the datapath: one flow for both bridges
+                crossed = _patch_port(net, paths.get((src, dst)) or [], node, owner)
+                if crossed is None:
+                    return None
+                links.append((node, crossed))
+                node = owner
         links.append((node, port))
         if len(links) > len(net.links):
             return None  # a loop: never on routes from shortest paths
         node = net.link_at(node, port).other(node)
     return tuple(links)
+
+
+def _patch_port(net: Network, path: list[Hop], node: str, owner: str) -> int | None:
+    """`node`'s port on the patch cable to `owner` that the controller's path takes (several
+    patch cables may join the two: PSNet's slots of one ToR), else the first such cable."""
+    patch = [ln for ln in net.links_of(node) if net.is_patch(ln) and ln.other(node) == owner]
+    for h in path:  # the path leaves `node` by the cable, or enters `owner` by it (PSNet's paths skip the ECS)
+        for ln in patch:
+            if (h.node, h.out_port) == (node, ln.port_of(node)) or (h.node, h.in_port) == (owner, ln.port_of(owner)):
+                return ln.port_of(node)
+    return min(ln.port_of(node) for ln in patch) if patch else None
 
 
 # --- C ----------------------------------------------------------------------------------------

@@ -233,7 +233,7 @@ class Testbed:
         per_host: dict[str, list[list[str]]] = {}
         root_tc: list[list[str]] = []
         root_intfs: list[str] = []
-        for ln in self.model.links:
+        for ln in self.model.veth_links():  # a patch cable has no qdisc (topologies.model.Network.is_patch)
             for end in (ln.a, ln.b):
                 if self._fair_relay(end):
                     cmds = fair_htb_cmds(ln.intf(end), ln.mbps, self._senders, self.model.nodes[end].ip, mtu, delay)
@@ -273,7 +273,7 @@ class Testbed:
         """Give ovs-vswitchd's send socket room for every switch-side queue of this network full
         at once (emulation.datapath.sndbuf_for): packets waiting in those queues are charged to it,
         and when it is full the datapath drops silently. Memory is taken only by queued frames."""
-        ports = sum(not self.model.nodes[end].is_host for ln in self.model.links for end in (ln.a, ln.b))
+        ports = sum(not self.model.nodes[end].is_host for ln in self.model.veth_links() for end in (ln.a, ln.b))
         mtu = self.model.spec.mtu
         want = datapath.sndbuf_for(ports, queue_pkts_for(mtu), mtu)
         pairs = self.model.intended_pairs()
@@ -364,8 +364,27 @@ class Testbed:
         assert self.mn
         if not self.model.links_between(a, b):
             raise ValueError(f"no link between {a} and {b}")
-        self.mn.configLinkStatus(a, b, "up" if up else "down")
+        self._link_status(a, b, up)
         return self._apply(self._dark({"a": a, "b": b, "up": up}, dark_ms), "link")
+
+    def _link_status(self, a: str, b: str, up: bool) -> None:
+        """Both ends of the cables between a and b down or up: veths as interfaces (Mininet); a
+        patch cable, which has none, as its two OpenFlow ports refusing to send and receive."""
+        assert self.mn
+        links = self.model.links_between(a, b)
+        if not any(self.model.is_patch(ln) for ln in links):
+            self.mn.configLinkStatus(a, b, "up" if up else "down")
+            return
+        for ln in links:
+            if not self.model.is_patch(ln):
+                raise ValueError(f"{a} and {b} are joined by patch and veth cables at once")
+            for end in (ln.a, ln.b):
+                for flag in ("receive", "forward"):
+                    subprocess.run(
+                        ["ovs-ofctl", "-O", "OpenFlow13", "mod-port", end, str(ln.port_of(end)),
+                         flag if up else f"no-{flag}"],
+                        check=True, capture_output=True, timeout=30,
+                    )  # fmt: skip
 
     def set_node(self, name: str, up: bool, dark_ms: float | None = None) -> dict:
         """Fail or repair a switch or host as a whole: every cable of it down/up, then as set_link."""
@@ -373,7 +392,7 @@ class Testbed:
         if name not in self.model.nodes:
             raise ValueError(f"no node {name}")
         for other in sorted({ln.other(name) for ln in self.model.links_of(name)}):
-            self.mn.configLinkStatus(name, other, "up" if up else "down")
+            self._link_status(name, other, up)
         return self._apply(self._dark({"name": name, "up": up}, dark_ms), "node")
 
     def set_rate(self, a: str, b: str, paper_mbps: float) -> float:
@@ -383,6 +402,11 @@ class Testbed:
         links = self.model.links_between(a, b)
         if not links:
             raise ValueError(f"no link between {a} and {b}")
+        if any(self.model.is_patch(ln) for ln in links):
+            raise ValueError(
+                f"{a}-{b} is an OVS patch cable (patch_cables: true): it has no qdisc to shape; its traffic "
+                "is bounded by the cable beside it, or set patch_cables: false in the topology file"
+            )
         mbps = self.model.spec.emulated(paper_mbps)
         mtu = self.model.spec.mtu
         for ln in links:

@@ -59,6 +59,12 @@ def check_timeline(net: Network, events: list[TimelineEvent], source: str) -> No
         where = f"{source}: timeline[{i}]"
         if e.link and not net.links_between(*e.link):
             raise TimelineError(f"{where}.link: no cable between {e.link[0]} and {e.link[1]}; see `testbed topo show`")
+        if e.action == "set_rate" and any(net.is_patch(ln) for ln in net.links_between(*e.link)):  # type: ignore[misc]
+            raise TimelineError(
+                f"{where}.link: {e.link[0]}-{e.link[1]} is an OVS patch cable (the topology's patch_cables: true): "  # type: ignore[index]
+                "it has no qdisc to shape and never limits a flow; set the rate of the worker's cable, or "
+                "patch_cables: false in the topology file"
+            )
         if e.node and e.node not in net.nodes:
             raise TimelineError(f"{where}.node: no node {e.node}; see `testbed topo show`")
         if e.action in ("fail_switch", "repair_switch") and net.nodes[e.node].is_host:  # type: ignore[index]

@@ -138,9 +138,14 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one(tmp_path, mo
     assert ceiling([row(100, 1, 0.90, 0.90)]) is None
     jumbo = [r | {"mtu": 9000} for r in (row(1200, 6, 0.99, 0.99), row(1800, 6, 0.97, 0.96))]
     assert ceiling(rows + jumbo) == 600 and ceiling(rows + jumbo, mtu=9000) == 1800  # each MTU on its own rows
-    lines = ceiling_sentence(rows + jumbo).splitlines()
-    assert lines[0].startswith("- MTU 1500: ") and "**600 Mbit/s**" in lines[0] and "budget is 900 Mbit/s" in lines[0]
-    assert lines[1].startswith("- MTU 9000: ") and "**1800 Mbit/s** (the highest measured)" in lines[1]
+    lines = ceiling_sentence(rows + jumbo).splitlines()  # rows without a cabling ran before patch cables: veth
+    assert lines[0].startswith("- MTU 1500, ECS-ToR cables veth: ") and "**600 Mbit/s**" in lines[0]
+    assert "budget is 900 Mbit/s" in lines[0]
+    assert lines[1].startswith("- MTU 9000, ECS-ToR cables veth: ") and "**1800 Mbit/s** (the highest" in lines[1]
+    patch = [r | {"cabling": "patch"} for r in (row(600, 6, 0.99, 0.98), row(1200, 6, 0.97, 0.96))]
+    assert ceiling(rows + patch, cabling="patch") == 1200 and ceiling(rows + patch, cabling="veth") == 600
+    first = ceiling_sentence(rows + patch).splitlines()[0]
+    assert first.startswith("- MTU 1500, ECS-ToR cables patch: ") and "**1200 Mbit/s** (the highest" in first
 
 
 def test_the_wire_factor_follows_the_mtu():

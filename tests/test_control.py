@@ -5,6 +5,9 @@ module ends.)"""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from emulation import measure
@@ -65,6 +68,46 @@ def test_failed_tor_ps_link_recircuits_the_tors_workers(psnet):
     events = [e["event"] for e in tb.request("events")["events"] if e["event"] != "port"]  # OVS port status
     assert events[events.index("link") :][:6] == ["link", "tc", "ccc", "ecs", "cnc", "hosts"]
     tb.set_link("t1_1", "ps1_1", up=True)
+    assert tb.circuits() == before
+    assert measure.measured_switches(tb, moved[0], "ps1_1") == {"ecs1", "t1_1"}
+
+
+def _port_config(bridge: str, port: int) -> str:
+    """The OpenFlow port's config flags as ovs-ofctl prints them (e.g. "NO_RECV NO_FWD", or "0")."""
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-ports-desc", bridge], capture_output=True, text=True, check=True
+    ).stdout
+    block = out.split(f" {port}(")[1]
+    return block.split("config:")[1].splitlines()[0].strip()
+
+
+def test_ecs_tor_slots_are_patch_ports_and_a_failed_one_stops_until_repaired(psnet):
+    """The ECS-ToR slots are OVS patch ports (patch_cables, the default): no kernel interface, one
+    datapath pass for ECS and ToR. Failing t1_1's slots stops both ends of each patch cable (no
+    receive, no forward: a patch port has no interface to take down) and the TC moves t1_1's
+    workers to the other ToRs; repaired, the ports forward again and the workers come home."""
+    tb = psnet
+    slots = tb.model.links_between("ecs1", "t1_1")
+    assert slots and all(tb.model.is_patch(ln) for ln in slots)
+    for ln in slots:
+        for end in (ln.a, ln.b):
+            kind = subprocess.run(["ovs-vsctl", "get", "Interface", ln.intf(end), "type"],
+                                  capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+            assert kind == "patch" and not Path(f"/sys/class/net/{ln.intf(end)}").exists()
+    before = tb.circuits()
+    moved = sorted(w for w, t in before.items() if t == "t1_1")
+    assert moved and measure.measured_switches(tb, moved[0], "ps1_1") == {"ecs1", "t1_1"}
+    reply = tb.set_link("ecs1", "t1_1", up=False)
+    assert reply["recircuited"] == ["ecs1"]
+    for ln in slots:
+        for end in (ln.a, ln.b):
+            assert _port_config(end, ln.port_of(end)) == "NO_RECV NO_FWD"
+    after = tb.circuits()
+    assert all(after[w] in ("t1_2", "t1_3") for w in moved)
+    pairs = [(w, p.name) for w in moved for p in tb.model.pss()]
+    assert all(verdicts(tb, pairs + [(b, a) for a, b in pairs]).values())
+    tb.set_link("ecs1", "t1_1", up=True)
+    assert all(_port_config(ln.a, ln.port_a) == "0" for ln in slots)
     assert tb.circuits() == before
     assert measure.measured_switches(tb, moved[0], "ps1_1") == {"ecs1", "t1_1"}
 

@@ -234,7 +234,8 @@ def test_ecs_circuits_are_not_shared_links():
     other host uses; C counts only switch-switch cables between packet switches."""
     from emulation.flows import shared
 
-    net = load_network(TOPOLOGIES / "psnet-testbed.yaml")
+    base = load_network(TOPOLOGIES / "psnet-testbed.yaml")
+    net = build_network(base.spec.model_copy(update={"patch_cables": False}))  # every cable a veth
     paths = compute_paths(net, initial_circuits(net))
     w, p = net.workers()[0], net.pss()[0]
     s = Stream(w.ip, 40000, p.ip, 2222)
@@ -253,6 +254,37 @@ def test_ecs_circuits_are_not_shared_links():
     assert links and any(net.nodes[n].role == Role.ECS for n, _ in links)
     assert not any(shared(net, ln) for ln in links)
     assert busiest(net, {s: links}, {s: 1_000_000}, paths).c == 0
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_a_flow_across_a_patch_cable_is_followed_through_its_circuit_slot(direction):
+    """With the ECS-ToR slots as OVS patch ports (the default) the datapath holds one flow for both
+    bridges: in at the ECS's worker port (or the ToR's PS port), out at the ToR's PS port (or the
+    ECS's worker port). The trace still crosses the ECS, by the slot of the worker's circuit."""
+    net = load_network(TOPOLOGIES / "psnet-testbed.yaml")
+    assert net.spec.patch_cables and any(net.is_patch(ln) for ln in net.links)
+    paths = compute_paths(net, initial_circuits(net))
+    w, p = net.workers()[3], net.pss()[1]
+    src, dst = (w, p) if direction == "up" else (p, w)
+    path = paths[(src.name, dst.name)]
+    tor = next(h for h in path if net.nodes[h.node].role == Role.TOR)
+    s = Stream(src.ip, 40000, dst.ip, 2222)
+    cable = net.link_at(w.name, 1)  # the worker's cable to its ECS
+    ecs = cable.other(w.name)
+    if direction == "up":  # in at the ECS's worker port, out at the ToR's PS port
+        line = _line(net, ecs, cable.port_of(ecs), 0, s, False)
+        line = line.replace(f"actions:{ecs}-eth0", f"actions:{tor.node}-eth{tor.out_port}")
+    else:  # in at the ToR's PS port, out at the ECS's worker port
+        line = _line(net, tor.node, tor.in_port, 0, s, False)
+        line = line.replace(f"actions:{tor.node}-eth0", f"actions:{ecs}-eth{cable.port_of(ecs)}")
+    links = trace(net, paths, by_port(parse_dump(line)), s)
+    assert links is not None
+    slot_of_circuit = initial_circuits(net)[w.name]
+    crossed = [net.link_at(n, port) for n, port in links]
+    assert slot_of_circuit in crossed and net.is_patch(slot_of_circuit)
+    assert [net.nodes[n].role for n, _ in links] == (
+        [Role.WORKER, Role.ECS, Role.TOR] if direction == "up" else [Role.PS, Role.TOR, Role.ECS]
+    )
 
 
 @pytest.mark.root

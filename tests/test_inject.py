@@ -71,6 +71,10 @@ def test_plan_draws_random_rounds(psnet):
         (ev(action="reconfigure", worker="ps1_1", tor="t1_1"), r"timeline\[0\].worker: ps1_1 is not a worker"),
         (ev(action="reconfigure", worker="w1_1_1", tor="sn1"), r"timeline\[0\].tor: sn1 is not a ToR"),
         (ev(action="repair_switch", node="nope"), r"timeline\[0\].node: no node nope"),
+        (
+            ev(action="set_rate", link=("ecs1", "t1_1"), mbps=500),
+            r"timeline\[0\].link: ecs1-t1_1 is an OVS patch cable .*patch_cables: false",
+        ),
     ],
 )
 def test_events_naming_what_the_topology_lacks_are_refused(psnet, event, message):

@@ -450,6 +450,10 @@ class Kind(ABC):
     #: as in psnet-1tor, or BCube k = 0 a PS's or server's only cable is among them)
     failure_links: ClassVar[tuple[LinkKind, ...]] = ()
     failure_switches: ClassVar[tuple[Role, ...]] = ()
+    #: switch-to-switch cables that can never be a bottleneck (each carries traffic another cable
+    #: of the same rate already bounds: PSNet's ECS-ToR slots, one worker's circuit each): built
+    #: as OVS patch ports when the file says `patch_cables: true` (Network.is_patch)
+    patch_links: ClassVar[tuple[LinkKind, ...]] = ()
     #: drawing layer of each role, top (0) to bottom (`testbed topo show`; colours are the roles')
     layers: ClassVar[Mapping[Role, int]] = {}
     #: the model-only figures' layouts this kind sizes (`layout:` of a series, replays.modelfig)
@@ -570,6 +574,20 @@ class Network:
 
     def links_between(self, a: str, b: str) -> list[Link]:
         return [ln for ln in self.links if {ln.a, ln.b} == {a, b}]
+
+    def is_patch(self, ln: Link) -> bool:
+        """Is `ln` built as an OVS patch port pair (no qdisc, no kernel interface)? A cable of the
+        kind's `patch_links` between two switches, when the file keeps `patch_cables` on."""
+        return (
+            bool(getattr(self.spec, "patch_cables", False))
+            and ln.kind in self.family.patch_links
+            and not self.nodes[ln.a].is_host
+            and not self.nodes[ln.b].is_host
+        )
+
+    def veth_links(self) -> list[Link]:
+        """The cables built as veth pairs: each end a kernel interface with its own HTB qdisc."""
+        return [ln for ln in self.links if not self.is_patch(ln)]
 
     def by_role(self, *roles: Role) -> list[Node]:
         """Nodes of the given roles in insertion order (which is the paper's order)."""

@@ -374,6 +374,13 @@ class SpecBase(BaseModel):
         "one queue, where TCP Small Queues leave the relay's own flows a few % beside those it forwards",
     )
 
+    patch_cables: bool = Field(
+        default=True,
+        description="cables that can never be a bottleneck (the kind's `patch_links`: PSNet's ECS-ToR "
+        "circuit slots, each carrying one worker's circuit) are OVS patch ports: one pass less through "
+        "ovs-vswitchd per packet, no qdisc, no kernel interface; false: every cable a shaped veth pair",
+    )
+
     def emulated(self, paper_mbps: float) -> float:
         """Emulated rate (Mbit/s) of a paper-equivalent rate under this file's scale."""
         return paper_mbps / self.scale

@@ -381,6 +381,8 @@ class PSNetKind(Kind):
     bct = BctFacts(BctScenario.MODULES, LinkKind.WORKER_ECS, LinkKind.PS_TOR, inter_module_link=LinkKind.SUPERNODE)
     failure_links = (LinkKind.PS_TOR, LinkKind.ECS_TOR, LinkKind.TOR_SUPERNODE, LinkKind.SUPERNODE)
     failure_switches = (Role.TOR, Role.SUPERNODE)
+    # a slot carries one worker's circuit, bounded by the worker's own cable at the same rate
+    patch_links = (LinkKind.ECS_TOR,)
     # a PS hangs below its ToRs, beside the ECS
     layers = {Role.SUPERNODE: 0, Role.TOR: 2, Role.ECS: 3, Role.PS: 3, Role.STANDBY: 3, Role.WORKER: 4}
 
