@@ -89,3 +89,23 @@ def test_a_run_relayed_above_the_ceiling_is_not_faithful_though_nothing_else_sho
     ok = judge(FidelityInputs(**calm, relay=relay_load(_net("torus-3x3.yaml", 320), [(hosts[0], hosts[4])])))
     assert ok.faithful and "within the torus's measured ceiling" in ok.relay
     assert judge(FidelityInputs(**calm)).relay == ""
+
+
+@pytest.mark.root
+def test_a_scheme_run_relayed_above_the_ceiling_says_so_in_its_summary(tmp_path, cache, no_leftovers):
+    """A real mesh on Torus-3x3 at the file's 25 Mbit/s per cable, with this machine's ceiling as
+    bench_alltoall keeps it: the run's own verdict names the relaying and is not faithful."""
+    import yaml
+
+    from runs.runner import run_experiment
+
+    record("torus", "torus-3x3.yaml", TORUS, "2026-11-29")
+    job = {"model": "tiny", "width": 4.0, "scheme": "mesh", "compute": "calibrated", "compute_s": 0.01}
+    exp = tmp_path / "relay-mesh.yaml"
+    topology = str(REPO / "topologies" / "torus-3x3.yaml")
+    exp.write_text(yaml.safe_dump({"name": "relay-mesh", "topology": topology, "job": job | {"iterations": 2}}))
+    s = run_experiment(exp, results=tmp_path / "results", progress=False).summary
+    assert s["complete"] and s["gst_s"]["n"] == 2
+    f = s["fidelity"]
+    assert f["faithful"] is False and f["relay"] and f["relay"] in f["reason"]
+    assert f["relay"].startswith("servers relay its traffic at 25 Mbit/s per cable, above the 3.125")
