@@ -104,9 +104,11 @@ def test_next_run_cleans_what_a_killed_run_left(caplog, no_leftovers, bridges):
     with killed(p):
         assert "ecs1" in bridges() and processes_of(dead)  # a killed run leaves its network behind...
     line = bring_up_again(caplog)  # ...and the next run, with no `testbed clean`, clears it itself
-    # its host shells died with it (their terminal closed), and with them the hosts' interfaces
+    # its host shells died with it (their terminal closed), and with them the hosts' interfaces; the
+    # switch-to-switch veths stay (ToR-SuperNode: sn1-eth*; the ECS-ToR slots are OVS patch ports)
     assert "5 bridges (ecs1, sn1, t1_1, t1_2, t1_3)" in line and "1 controller process" in line, line
-    assert "interfaces (ecs1-eth" in line and line.endswith(f"1 run folder ({dead})"), line
+    assert "interfaces (sn1-eth" in line and "ecs1-eth" not in line, line
+    assert line.endswith(f"1 run folder ({dead})"), line
     assert processes_of(dead) == [] and root_intfs() == []
     assert not (registry.RUN_ROOT / dead).exists()
 
