@@ -19,24 +19,21 @@ not the load's), and the ceiling is the highest rate up to which every rate stay
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from topologies.files import write_json_atomic
 from topologies.model import Network
-from topologies.spec import machine_key
+from topologies.spec import cache_dir, machine_key, read_cache
 
 #: a rate whose all-to-all took more than this times the lowest rate's is the emulator's
 TOLERANCE = 1.10
 
 
 def cache_file() -> Path:
-    """~/.cache/psnet-testbed/relay-ceiling.json (honouring XDG_CACHE_HOME)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "psnet-testbed" / "relay-ceiling.json"
+    """The relay ceilings' cache, in topologies.spec.cache_dir() beside the datapath ceiling's."""
+    return cache_dir() / "relay-ceiling.json"
 
 
 @dataclass(frozen=True)
@@ -77,19 +74,11 @@ def ceiling_of(kind: str, ratios: dict[float, float], measured: str = "?", topol
     return Ceiling(kind, held, None, None, measured, topology)
 
 
-def _read(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def record(kind: str, topology: str, ratios: dict[float, float], measured: str, path: Path | None = None) -> Ceiling:
     """Keep this machine's figures for `kind` (rates measured now replace the same rates before) and
     return the kind's ceiling over all of them."""
     p = path or cache_file()
-    data = _read(p)
+    data = read_cache(p)
     mine = data.get(machine_key()) if isinstance(data.get(machine_key()), dict) else {}
     entry = mine.get(kind) if isinstance(mine.get(kind), dict) else {}
     old = entry.get("ratios", {}) if entry.get("topology") == topology else {}
@@ -103,13 +92,13 @@ def record(kind: str, topology: str, ratios: dict[float, float], measured: str, 
 
 def measured(kind: str, path: Path | None = None) -> Ceiling | None:
     """This machine's ceiling for `kind`, or None when the benchmark never ran it here."""
-    mine = _read(path or cache_file()).get(machine_key())
+    mine = read_cache(path or cache_file()).get(machine_key())
     entry = mine.get(kind) if isinstance(mine, dict) else None
     try:
         ratios = {float(k): float(v) for k, v in entry["ratios"].items()}  # type: ignore[index]
         return ceiling_of(kind, ratios, str(entry.get("measured", "?")), str(entry.get("topology", "?")))  # type: ignore[union-attr]
-    except (TypeError, KeyError, ValueError, AttributeError):
-        return None
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError):
+        return None  # a hand-edited or damaged entry (no ratios, say): not measured here
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,16 @@ def test_recorded_per_machine_and_merged_by_rate(cache):
     assert record("torus", "torus-4x4.yaml", {3.125: 1.0}, "third").failed_mbps is None
 
 
+@pytest.mark.parametrize("damage", ['{"ratios": {}}', '{"ratios": {"fast": 1.0}}', '"torus"', "not json"])
+def test_a_damaged_cache_means_not_measured_here(cache, damage):
+    """A hand-edited entry (no ratios, a rate that is no number) or a broken file is "not
+    measured on this machine", as if the benchmark never ran, never an error in a run's verdict."""
+    cache.parent.mkdir(parents=True)
+    text = f'{{"{machine_key()}": {{"torus": {damage}}}}}' if damage != "not json" else damage
+    cache.write_text(text)
+    assert measured("torus") is None
+
+
 def _net(name: str, scale: float):
     spec = load_spec(REPO / "topologies" / name)
     return build_network(spec.model_copy(update={"scale": scale}))

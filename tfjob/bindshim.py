@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from topologies.spec import cache_dir
+
 SOURCE = Path(__file__).with_name("bindaddr.c")
 #: the symbol the shim exports, looked up to tell whether this process has it
 MARK = "psnet_bind_shim_version"
@@ -39,11 +41,6 @@ MARK = "psnet_bind_shim_version"
 
 class BindShimError(RuntimeError):
     """The shim cannot be built or loaded; the message is one line saying what to install."""
-
-
-def cache_dir() -> Path:
-    """~/.cache/psnet-testbed (honouring XDG_CACHE_HOME), as tfjob.calibrate's cache."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "psnet-testbed"
 
 
 def shim_path() -> Path:

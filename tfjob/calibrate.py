@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from topologies.files import write_json_atomic
+from topologies.spec import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,8 @@ class Calibration:
 
 
 def cache_file() -> Path:
-    """~/.cache/psnet-testbed/calibration.json (honouring XDG_CACHE_HOME)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "psnet-testbed" / "calibration.json"
+    """calibration.json in topologies.spec.cache_dir()."""
+    return cache_dir() / "calibration.json"
 
 
 def tf_version() -> str:

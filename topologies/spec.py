@@ -70,20 +70,31 @@ def machine_key() -> str:
     return f"{platform.node()}|{cpu}|{os.cpu_count()}"
 
 
+def cache_dir() -> Path:
+    """~/.cache/psnet-testbed (honouring XDG_CACHE_HOME): where this machine's measured figures
+    are kept (datapath and relay ceilings, tfjob's calibration and host-time caches)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "psnet-testbed"
+
+
+def read_cache(path: Path) -> dict:
+    """A cache file's JSON object, or {} when it is missing, unreadable or not an object: a
+    damaged cache means "not measured here", never an error."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def ceiling_cache_file() -> Path:
-    """~/.cache/psnet-testbed/datapath-ceiling.json (honouring XDG_CACHE_HOME), beside tfjob's
-    calibration and host-time caches."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "psnet-testbed" / "datapath-ceiling.json"
+    """The datapath ceiling's cache, in `cache_dir()`."""
+    return cache_dir() / "datapath-ceiling.json"
 
 
 def measured_ceiling(path: Path | None = None) -> dict | None:
     """This machine's cached measurement ({"mbps": ..., "mtu": 1500, "measured": date, ...}), or
     None when nothing was measured here (or the file is unreadable: then the fixed figure holds)."""
-    try:
-        entry = json.loads((path or ceiling_cache_file()).read_text()).get(machine_key())
-    except (OSError, ValueError, AttributeError):
-        return None
+    entry = read_cache(path or ceiling_cache_file()).get(machine_key())
     if not isinstance(entry, dict) or not isinstance(entry.get("mbps"), int | float) or entry["mbps"] <= 0:
         return None
     return entry
@@ -106,11 +117,7 @@ def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None) -> tuple[
 def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
     """Cache this machine's measured ceiling (the default MTU's), replacing the file atomically."""
     p = path or ceiling_cache_file()
-    try:
-        data = json.loads(p.read_text())
-        data = data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        data = {}
+    data = read_cache(p)
     data[machine_key()] = {"mbps": mbps, "mtu": DEFAULT_MTU, **detail}
     p.parent.mkdir(parents=True, exist_ok=True)
     return write_json_atomic(p, data, indent=2, sort_keys=True)
