@@ -6,6 +6,7 @@ imports nothing of the testbed, which lets the registry call it without an impor
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,7 +36,8 @@ def clean_remote(
     for server in servers:
         try:
             r = subprocess.run(
-                ["ssh", "-F", str(config), "-o", "ControlMaster=no", server, script],  # no master left behind
+                # no master left behind; sudo as every remote command of a run (the login need not be root)
+                ["ssh", "-F", str(config), "-o", "ControlMaster=no", server, f"sudo -n bash -c {shlex.quote(script)}"],
                 capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
             )  # fmt: skip
         except subprocess.TimeoutExpired:

@@ -108,3 +108,25 @@ def test_a_cluster_file_resolves_keys_from_its_folder(tmp_path):
     inv = load_cluster(f)
     assert inv.known_hosts == tmp_path / "kh" and inv.servers[0].ssh.key == tmp_path / "id"
     assert [s.tunnel_ip for s in inv.servers] == ["10.0.0.1", "192.168.1.3"]
+
+
+def test_topo_place_prints_each_servers_share_and_the_tunnelled_cables(tmp_path):
+    """`testbed topo place FILE --servers 2`: a line per server (its nodes, its switch hops against
+    this machine's ceiling) and the cables the placement tunnels; a bad cluster file is one line
+    and exit 2."""
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "testbed.cli", "topo", "place"]
+    r = subprocess.run([*cli, "topologies/psnet-2modules.yaml", "--servers", "2"], capture_output=True, text=True,
+                       cwd=REPO, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:2]] == ["server1", "server2"]
+    assert "of this machine's ceiling" in lines[0]
+    assert lines[2].startswith("tunnelled: 3 cables (sn1-sn2, sn1-sn2, sn1-sn2)"), lines[2]
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("servers: []\n")
+    r = subprocess.run([*cli, "topologies/psnet-2modules.yaml", "--cluster", str(bad)], capture_output=True, text=True,
+                       cwd=REPO, check=False)  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr, r.stderr
