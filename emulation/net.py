@@ -133,9 +133,7 @@ class Testbed:
         t0 = self.run.locked_at  # bring-up is timed from here: queueing for the lock is not part of it
         self.timings["lock_wait_s"] = self.run.lock_wait_s
         self._start_controller()
-        mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
-        mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
-        self.mn = self.run.build(mn)
+        self.mn = self.run.build(self._make_mininet())
         self._configure_hosts()
         self.run.start()
         self._shape()  # after start: OVS resets the root qdisc of a port when it adds it to a bridge
@@ -159,6 +157,18 @@ class Testbed:
         self.run.close()
 
     # --- pieces of start ---------------------------------------------------------------------
+    def _make_mininet(self) -> Mininet:
+        """The unbuilt Mininet of the model, its switches dialling the controller on loopback."""
+        mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
+        mn.addController(ProbedController("c0", ip="127.0.0.1", port=self.of_port))
+        return mn
+
+    def _root_shell(self, switch: str):
+        """A shell in the root namespace that holds `switch`'s interfaces (here every switch's:
+        one machine); root-namespace commands on its ports run there."""
+        assert self.mn
+        return self.mn.switches[0]
+
     def _start_controller(self) -> None:
         self.of_port, self.channel_port = free_port(), free_port()
         log = (self.run_dir / "controller.log").open("w")
@@ -231,8 +241,8 @@ class Testbed:
         assert self.mn
         delay, mtu = self.model.spec.delay_ms, self.model.spec.mtu
         per_host: dict[str, list[list[str]]] = {}
-        root_tc: list[list[str]] = []
-        root_intfs: list[str] = []
+        root_tc: dict[str, list[list[str]]] = {}  # per root shell: one machine has one, a cluster one per server
+        root_intfs: dict[str, list[str]] = {}
         for ln in self.model.veth_links():  # a patch cable has no qdisc (topologies.model.Network.is_patch)
             for end in (ln.a, ln.b):
                 if self._fair_relay(end):
@@ -242,22 +252,25 @@ class Testbed:
                 if self.model.nodes[end].is_host:
                     per_host.setdefault(end, []).extend(cmds)
                 else:
-                    root_tc += cmds
-                    root_intfs.append(ln.intf(end))
+                    shell = self._root_shell(end).name
+                    root_tc.setdefault(shell, []).extend(cmds)
+                    root_intfs.setdefault(shell, []).append(ln.intf(end))
         for name, cmds in per_host.items():
             self._tc_batch(self.mn.get(name), cmds)
-        root = self.mn.switches[0]  # switches share the root namespace
-        self._tc_batch(root, root_tc)
-        for i in range(0, len(root_intfs), 50):
-            run_all(root, [offload_cmd(x) for x in root_intfs[i : i + 50]])
-            run_all(root, [mtu_cmd(x, mtu) for x in root_intfs[i : i + 50]])
-        # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
-        # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)
-        # 60 names a line: a shell reads one tty line of at most 4095 characters, and a longer
-        # one never completes (200 hung the bring-up of networks with > ~100 switch ports)
-        for i in range(0, len(root_intfs), 60):
-            names = root_intfs[i : i + 60]
-            run_all(root, [["sysctl", "-qw", *(f"net.ipv6.conf.{x.replace('.', '/')}.disable_ipv6=1" for x in names)]])
+        for shell, intfs in root_intfs.items():
+            root = self.mn.get(shell)
+            self._tc_batch(root, root_tc[shell])
+            for i in range(0, len(intfs), 50):
+                run_all(root, [offload_cmd(x) for x in intfs[i : i + 50]])
+                run_all(root, [mtu_cmd(x, mtu) for x in intfs[i : i + 50]])
+            # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
+            # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)
+            # 60 names a line: a shell reads one tty line of at most 4095 characters, and a longer
+            # one never completes (200 hung the bring-up of networks with > ~100 switch ports)
+            for i in range(0, len(intfs), 60):
+                names = intfs[i : i + 60]
+                sysctls = (f"net.ipv6.conf.{x.replace('.', '/')}.disable_ipv6=1" for x in names)
+                run_all(root, [["sysctl", "-qw", *sysctls]])
 
     def _fair_relay(self, end: str) -> bool:
         """Whether `end` is a relaying server whose NICs share fairly among senders (`relay_queue`)."""
@@ -286,9 +299,14 @@ class Testbed:
             LOG.warning("could not enlarge ovs-vswitchd's send buffer to %d bytes: %s", want, err)
 
     def _tc_batch(self, node, cmds: list[list[str]]) -> None:
-        f = self.run_dir / f"tc-{node.name}.batch"
-        f.write_text(tc_batch(cmds))
-        run_all(node, [["tc", "-batch", str(f)]])
+        self._batch(node, "tc", tc_batch(cmds))
+
+    def _batch(self, node, tool: str, text: str) -> None:
+        """Run `tool -batch` (tc, ip) over `text` in `node`'s namespace, from a file of the run
+        folder (kept for `testbed clean` and post-mortems)."""
+        f = self.run_dir / f"{tool}-{node.name}.batch"
+        f.write_text(text)
+        run_all(node, [[tool, "-batch", str(f)]])
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
@@ -347,9 +365,7 @@ class Testbed:
                 if multi:
                     lines.append(f"route replace {r.dst_ip}/32 dev {r.intf}")
                 lines.append(f"neigh replace {r.dst_ip} lladdr {r.mac} dev {r.intf} nud permanent")
-            f = self.run_dir / f"ip-{host}.batch"
-            f.write_text("\n".join(lines) + "\n")
-            run_all(self.mn.get(host), [["ip", "-batch", str(f)]])
+            self._batch(self.mn.get(host), "ip", "\n".join(lines) + "\n")
             changed += len(add)
         self.routes = new
         return changed
@@ -379,12 +395,12 @@ class Testbed:
             if not self.model.is_patch(ln):
                 raise ValueError(f"{a} and {b} are joined by patch and veth cables at once")
             for end in (ln.a, ln.b):
-                for flag in ("receive", "forward"):
-                    subprocess.run(
-                        ["ovs-ofctl", "-O", "OpenFlow13", "mod-port", end, str(ln.port_of(end)),
-                         flag if up else f"no-{flag}"],
-                        check=True, capture_output=True, timeout=30,
-                    )  # fmt: skip
+                port = str(ln.port_of(end))
+                run_all(
+                    self._root_shell(end),
+                    [["ovs-ofctl", "-O", "OpenFlow13", "mod-port", end, port, f if up else f"no-{f}"]
+                     for f in ("receive", "forward")],
+                )  # fmt: skip
 
     def set_node(self, name: str, up: bool, dark_ms: float | None = None) -> dict:
         """Fail or repair a switch or host as a whole: every cable of it down/up, then as set_link."""
@@ -411,7 +427,7 @@ class Testbed:
         mtu = self.model.spec.mtu
         for ln in links:
             for end in (ln.a, ln.b):
-                node = self.mn.get(end) if self.model.nodes[end].is_host else self.mn.switches[0]
+                node = self.mn.get(end) if self.model.nodes[end].is_host else self._root_shell(end)
                 if self._fair_relay(end):  # the NIC's class and every source's ceiling
                     run_all(node, fair_class_cmds(ln.intf(end), mbps, fair_buckets(self._senders), mtu))
                 else:

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import psutil
 
+from emulation.remote_clean import TAG, clean_remote
 from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
 RUN_ROOT = Path(os.environ.get("PSNET_RUN_ROOT", "/run/psnet-testbed"))
-TAG = "psnet-testbed"
 #: environment variable naming the run, inherited by every process the run starts
 RUN_ENV = "PSNET_RUN_ID"
 
@@ -404,6 +404,10 @@ def clean_run(d: Path, spare: Collection[str] = ()) -> list[str]:
         if Path(f"/sys/class/net/{intf}").exists():
             subprocess.run(["ip", "link", "del", intf], capture_output=True, check=False)
             removed.append(f"interface {intf}")
+    if state.get("cluster") and (d / "ssh_config").exists():  # a run over several servers (emulation.cluster)
+        removed += clean_remote(
+            d / "ssh_config", state["cluster"], d.name, state.get("cluster_intfs", []), state.get("bridges", [])
+        )
     for sub in sorted(d.glob("*")):
         sub.unlink()
     d.rmdir()

@@ -6,7 +6,8 @@
 # What it changes on this machine (each printed as "setup: ..." when it is made):
 #   - apt packages: mininet openvswitch-switch openssh-server iperf3 ethtool python3-venv iproute2
 #     iputils-ping procps openmpi-bin python3-mpi4py python3-simgrid gcc libc6-dev chromium (the
-#     headless browser of the reproduction page's test)
+#     headless browser of the reproduction page's test), sudo (Mininet's cluster edition runs every
+#     remote command through `sudo -E`, also as root: `--cluster` runs)
 #   - openssh-server: Debian's package starts sshd (port 22, every address) and enables it at boot;
 #     `testbed remote` and hardware mode log in through it (`systemctl disable --now ssh` if this
 #     machine is only ever the one you type on)
@@ -27,7 +28,7 @@ set -euo pipefail
 # chromium: the headless browser the reproduction page's test opens results/index.html in (Playwright
 # drives it; Playwright's own browser download is not reachable from these machines)
 apt_pkgs=(mininet openvswitch-switch openssh-server iperf3 ethtool python3-venv iproute2 iputils-ping procps openmpi-bin
-  python3-mpi4py python3-simgrid gcc libc6-dev chromium)
+  python3-mpi4py python3-simgrid gcc libc6-dev chromium sudo)
 dist=/usr/lib/python3/dist-packages
 sysctl_conf=/etc/sysctl.d/60-psnet-testbed.conf
 tcp_conf=/etc/sysctl.d/61-psnet-testbed-tcp.conf

@@ -34,6 +34,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from emulation.cluster_inventory import SSHSpec, resolve_access
 from tfjob.hosts import PS_PORT
 from topologies.model import Network, Role
 from topologies.schema import InputError, SafeName, one_line_error, read_yaml
@@ -41,17 +42,6 @@ from topologies.schema import InputError, SafeName, one_line_error, read_yaml
 
 class InventoryError(InputError):
     """An inventory file that cannot run the experiment; the message is the one line shown."""
-
-
-class SSHSpec(BaseModel):
-    """How to log in to a server (key only; the host key must be in known_hosts)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    host: str = Field(min_length=1, description="address or name sshd listens on")
-    port: int = Field(default=22, ge=1, le=65535)
-    user: str | None = Field(default=None, description="default: this machine's user")
-    key: Path | None = Field(default=None, description="private key; default: ssh-agent and ~/.ssh/id_*")
 
 
 class InventoryHost(BaseModel):
@@ -128,24 +118,10 @@ def load_inventory(path: str | Path) -> Inventory:
         inv = Inventory.model_validate(data)
     except ValidationError as err:
         raise InventoryError(one_line_error(str(p), err, Inventory)) from None
-    base = p.resolve().parent
-
-    def here(q: Path) -> Path:
-        q = q.expanduser()
-        return q if q.is_absolute() else base / q
-
-    hosts = [
-        h.model_copy(update={"ssh": h.ssh.model_copy(update={"key": h.ssh.key and here(h.ssh.key)})}) for h in inv.hosts
-    ]
-    inv = inv.model_copy(update={"hosts": hosts, "known_hosts": here(inv.known_hosts)})
-    if not inv.known_hosts.is_file():
-        raise InventoryError(
-            f"{p}: known_hosts: {inv.known_hosts} not found; give the known_hosts file that holds the servers' "
-            "host keys (ssh-keyscan them after checking their fingerprints)"
-        )
-    for i, h in enumerate(inv.hosts):
-        if h.ssh.key is not None and not h.ssh.key.is_file():
-            raise InventoryError(f"{p}: hosts.{i}.ssh.key: {h.ssh.key} not found; give the private key's path")
+    logins = [(f"hosts.{i}.ssh", h.ssh) for i, h in enumerate(inv.hosts)]
+    known, ssh = resolve_access(p, inv.known_hosts, logins, InventoryError)
+    hosts = [h.model_copy(update={"ssh": x}) for h, x in zip(inv.hosts, ssh, strict=True)]
+    inv = inv.model_copy(update={"hosts": hosts, "known_hosts": known})
     return inv
 
 

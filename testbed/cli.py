@@ -4,7 +4,8 @@ testbed doctor                      what this machine has and lacks
 testbed clean [--all]               remove leftovers of crashed runs (only this testbed's)
 testbed topo show FILE              nodes, links, rates, addresses, circuit map, PNG drawing
 testbed topo check FILE             build, route, measure; table of verdicts; exit 1 on a FAIL
-testbed topo up FILE                bring it up and drop into Mininet's CLI
+testbed topo up FILE                bring it up and drop into Mininet's CLI (--cluster FILE: over several servers)
+testbed topo place FILE             where each node would run over N servers, and each server's datapath load
 testbed topo probe FILE             PLink's pairwise probes between its hosts, heat map, groups
 testbed run EXP                     an experiment file: network + TF PS or scheme job, results/NAME/
 testbed run EXP --hosts INV         the experiment's job on real servers (hardware mode)
@@ -162,12 +163,52 @@ def _topology_budget(args: argparse.Namespace) -> None:
     check_topology(load_spec(args.file), args.file)
 
 
+def cmd_place(args: argparse.Namespace) -> int:
+    """`testbed topo place FILE`: where each node would run over a cluster's servers (or N named
+    ones), by the traffic of the file's intended pairs, and what each server's datapath carries."""
+    from emulation.cluster_inventory import load_cluster
+    from emulation.placement import place, servers_needed
+    from topologies.build import build_network
+    from topologies.schema import load_spec
+    from workloads.budget import BUDGET_HOPS, Machine
+
+    spec = load_spec(args.file)
+    net = build_network(spec, args.file)
+    m = Machine.here(spec.mtu)
+    names = [s.name for s in load_cluster(args.cluster).servers] if args.cluster else []
+    if not names:
+        hops = sum(place(net, ["one"]).hops.values())
+        names = [f"server{i + 1}" for i in range(args.servers or servers_needed(hops, m.ceiling_mbps, BUDGET_HOPS))]
+    p = place(net, names)
+    for server in p.servers:
+        nodes = p.nodes_on(server)
+        share = p.hop_mbps(server) / BUDGET_HOPS / m.ceiling_mbps
+        print(
+            f"{server}: {len(nodes)} nodes ({', '.join(nodes[:8])}{' ...' if len(nodes) > 8 else ''}); "
+            f"{p.hop_mbps(server) / BUDGET_HOPS:,.0f} Mbit/s x-hop/{BUDGET_HOPS}, {share:.0%} of this machine's "
+            f"ceiling of {m.ceiling_mbps:.0f} Mbit/s"
+        )
+    cut = ", ".join(f"{ln.a}-{ln.b}" for ln in p.cut[:8]) + (" ..." if len(p.cut) > 8 else "")
+    share = f"{p.cut_share:.0%} of the traffic ({p.cut_mbps:,.0f} Mbit/s)"
+    print(f"tunnelled: {len(p.cut)} cables ({cut or 'none'}), {share}")
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from emulation.net import Testbed
     from testbed.mncli import TestbedCLI
 
-    _topology_budget(args)
-    with Testbed(args.file) as tb:
+    if args.cluster:
+        from emulation.cluster_inventory import load_cluster
+        from emulation.cluster_net import ClusterTestbed
+
+        inv = load_cluster(args.cluster)
+        tb_cm = ClusterTestbed(args.file, inv)
+        print(f"placement: {tb_cm.placement.text()}")
+    else:
+        _topology_budget(args)
+        tb_cm = Testbed(args.file)
+    with tb_cm as tb:
         print(f"{tb.model.name}: up in {tb.timings['bring_up_s']:.2f} s; control channel 127.0.0.1:{tb.channel_port}")
         if args.cli:
             print("Mininet CLI with extra commands: circuits, ecs, fail, repair")
@@ -771,7 +812,13 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("file")
     u.add_argument("--cli", action="store_true", help="drop into Mininet's CLI (else stay up until Ctrl-C)")
     u.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    u.add_argument("--cluster", metavar="FILE", help="spread it over this cluster file's servers")
     u.set_defaults(func=cmd_up)
+    pl = command(topo, "place", help="where each node would run over several servers (--cluster), and each one's load")
+    pl.add_argument("file")
+    pl.add_argument("--cluster", metavar="FILE", help="the cluster file whose servers to place on")
+    pl.add_argument("--servers", type=int, default=None, help="N servers named server1..N (default: as many as needed)")
+    pl.set_defaults(func=cmd_place)
     pr = command(topo, "probe", help="PLink's pairwise probes between hosts, a heat map, and ProbeEmbed's groups")
     pr.add_argument("file")
     pr.add_argument("--kind", choices=("bandwidth", "latency"), default="bandwidth", help="what to probe")

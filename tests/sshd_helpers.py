@@ -4,32 +4,18 @@ shell helper, throw-away keys and a lookup of the processes a server left (not a
 from __future__ import annotations
 
 import contextlib
-import subprocess
-from pathlib import Path
 
 import psutil
 
+from servers.local import keygen, processes, sh
 
-def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, capture_output=True, text=True, check=check)
-
-
-def keygen(path: Path) -> Path:
-    sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "psnet-test", "-f", str(path))
-    return path
-
-
-def processes(pids: list[int]) -> list[psutil.Process]:
-    """The pids still alive as psutil processes (a pid that has gone is skipped)."""
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            out.append(psutil.Process(pid))
-    return out
-
+__all__ = ["LEFTOVER_PATTERNS", "clear_dead_runs_leftovers", "keygen", "processes", "sh"]
 
 #: the namespaces and root-side veths the SSH tests make, each ending in the pid of the run that made it
-LEFTOVER_PATTERNS = (r"psnet-hw\d-(\d+)", r"psnet-hwsw-(\d+)", r"psnet-ssh-(\d+)", r"phwm\d(\d+)", r"pssh(\d+)")
+LEFTOVER_PATTERNS = (
+    r"psnet-hw\d-(\d+)", r"psnet-hwsw-(\d+)", r"psnet-ssh-(\d+)", r"phwm\d(\d+)", r"pssh(\d+)",
+    r"psnet-cs\d-(\d+)", r"psnet-cssw-(\d+)", r"pcsm\d(\d+)",
+)  # fmt: skip
 
 
 def clear_dead_runs_leftovers() -> list[str]:

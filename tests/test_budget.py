@@ -88,7 +88,10 @@ def test_the_cores_and_the_rate_are_budgeted_too():
     d = budget.Demand(hosts=40, switches=5, tf_processes=33)
     assert any("33 TF processes on 2 cores" in why for _, why in budget.problems(d, MACHINE))
     fast = budget.Demand(hosts=8, switches=5, offered_mbps=950.0)
-    assert [w for w, _ in budget.problems(fast, MACHINE)] == ["rate"]
+    ((what, why),) = budget.problems(fast, MACHINE)
+    assert what == "rate" and "needs 2 servers at 950 Mbit/s aggregate (--cluster" in why, why
+    faster = budget.Demand(hosts=8, switches=5, offered_mbps=1500.0)
+    assert "needs 3 servers at 1,500 Mbit/s aggregate" in budget.problems(faster, MACHINE)[0][1]
     assert budget.problems(budget.Demand(hosts=8, switches=5, offered_mbps=850.0), MACHINE) == []  # within the slack
 
 

@@ -29,7 +29,14 @@ S = 200e6
 
 
 def test_model_figures_are_listed_apart_from_sweeps():
-    assert figure.figure_names("model") == ["fig6", "fig7", "hips-table3-scale", "rat-fig6-scale", "rat-fig7-scale"]
+    assert figure.figure_names("model") == [
+        "fig6",
+        "fig7",
+        "hips-table3-scale",
+        "plink-fig8-scale",
+        "rat-fig6-scale",
+        "rat-fig7-scale",
+    ]
     assert not {"fig6", "fig7"} & set(figure.figure_names())
     assert {"fig6", "fig7", "fig13"} <= set(figure.figure_names("all"))
     with pytest.raises(FigureError, match=r"fig6\.yaml: a model figure \(mode: model\)"):

@@ -134,7 +134,7 @@ def test_papers_without_a_replay_quick_results_and_unshipped_ones(site):
     sections = {s.paper.id: s for s in site["sections"]}
     assert list(sections) == ["psnet", "rat", "hips", "plink", "pf", None]
     for paper, names in (
-        ("plink", ["plink-fig8", "plink-fig10"]),
+        ("plink", ["plink-fig8", "plink-fig8-scale", "plink-fig10"]),
         ("pf", ["pf-fig9", "pf-fig11", "pf-fig13", "pf-fig14"]),
     ):
         entries = sections[paper].entries  # their figure files, none run in the fixture

@@ -15,7 +15,7 @@ from replays import figure, framework
 from replays.figure import FigureError
 from replays.schemefig import SchemeModelFigure, is_scheme_figure, load_scheme_figure
 
-SCALE_FIGURES = ["hips-table3-scale", "rat-fig6-scale", "rat-fig7-scale"]
+SCALE_FIGURES = ["hips-table3-scale", "plink-fig8-scale", "rat-fig6-scale", "rat-fig7-scale"]
 needs_simgrid = pytest.mark.skipif(
     not __import__("importlib").util.find_spec("simgrid"), reason="python3-simgrid (scripts/setup.sh links it)"
 )
@@ -57,6 +57,8 @@ def test_every_network_builds_at_its_stated_size(name):
         assert list(hosts.values()) == [16, 32, 64, 128, 128]
     elif name == "rat-fig7-scale":
         assert set(hosts.values()) == {64}
+    elif name == "plink-fig8-scale":  # 4 leaves of 24 hosts, 64 of them workers
+        assert set(hosts.values()) == {96}
     else:
         assert list(hosts.values()) == [16, 16, 64, 64, 64, 64, 256]
 

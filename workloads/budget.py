@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from emulation.placement import servers_needed
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from schemes.registry import SCHEMES, Need
 from topologies import kinds
@@ -144,11 +145,13 @@ def problems(d: Demand, m: Machine) -> list[tuple[str, str]]:
             ("engine", f"{d.engine_processes} engine processes on {m.cores} cores (at most {ENGINE_PER_CORE} per core)")
         )
     if d.offered_mbps > m.ceiling_mbps * RATE_SLACK:
+        n = servers_needed(d.offered_mbps * BUDGET_HOPS, m.ceiling_mbps, BUDGET_HOPS)
         out.append(
             (
                 "rate",
                 f"offered load {d.offered_mbps:.0f} Mbit/s x-hop/{BUDGET_HOPS} is over {RATE_SLACK:g}x this machine's "
-                f"faithful ceiling of {m.ceiling_mbps:.0f} Mbit/s ({m.ceiling_source})",
+                f"faithful ceiling of {m.ceiling_mbps:.0f} Mbit/s ({m.ceiling_source}): needs {n} servers at "
+                f"{d.offered_mbps:,.0f} Mbit/s aggregate (--cluster; testbed topo place FILE --servers {n})",
             )
         )
     return out

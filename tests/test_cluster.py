@@ -1,0 +1,157 @@
+"""One network over two servers (`--cluster`, emulation/cluster.py, emulation/cluster_net.py),
+on two "servers" made on this machine (servers/local.py: each a namespace with its own
+sshd and its own Open vSwitch). Every path of the cluster edition runs for real: SSH logins
+through the run's ssh_config, remote switches on each server's own ovs-vswitchd, hosts whose
+shells are SSH sessions, VXLAN tunnels for the cut cables, HTB on both ends of them, the
+controller on this machine's loopback reached through reverse tunnels."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks.cluster import measure
+from emulation import bringup, registry
+from emulation.cluster_inventory import load_cluster
+from emulation.cluster_net import ClusterTestbed
+from emulation.registry import existing_bridges
+from replays.provenance import REPO
+from servers.local import OvsServers
+from tests.sshd_helpers import clear_dead_runs_leftovers
+
+pytestmark = [pytest.mark.root]
+
+TOPOLOGY = REPO / "topologies" / "leafspine-2rack.yaml"
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, request) -> OvsServers:
+    clear_dead_runs_leftovers()
+    s = OvsServers(tmp_path_factory.mktemp("cluster"))
+    request.addfinalizer(s.stop)
+    s.start()
+    return s
+
+
+def _cluster_file(s: OvsServers, path, known_hosts=None):
+    return load_cluster(s.cluster_file(path, known_hosts))
+
+
+def _on(s: OvsServers, i: int, command: str) -> str:
+    return s.run(i, command)
+
+
+def _left_on_servers(s: OvsServers, wait_s: float = 5.0) -> list[str]:
+    """Bridges, tunnel devices, veths and processes a run left on the servers, once its SSH
+    sessions had `wait_s` to close (sshd ends a session's process after the client has gone)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = _left_now(s)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def _left_now(s: OvsServers) -> list[str]:
+    left = []
+    for i in range(s.count):
+        left += [f"server{i + 1}: bridge {b}" for b in _on(s, i, "ovs-vsctl list-br").split()]
+        links = re.findall(r"^\d+: ([^:@]+)", _on(s, i, "ip -o link show"), re.M)
+        left += [f"server{i + 1}: link {n}" for n in links if n not in {"lo", "eth0", "eth1", "ovs-netdev"}]
+        left += [f"server{i + 1}: process {p}" for p in s.others(i)]
+    return left
+
+
+def test_a_leaf_spine_over_two_servers_carries_shaped_tcp_across_its_tunnels(servers, tmp_path, no_leftovers):
+    """Leaf-spine, 2 racks of 4 (50 Mbit/s per host): the partition puts a rack on each server, so
+    the rack-to-rack traffic crosses VXLAN tunnels. Every host reaches one on the other server; one
+    TCP flow from rack 0 to rack 1, then four at once, run at their host cables' rate (HTB on the
+    tunnels' ends as on any cable; benchmarks/cluster.py's measurement), and the tunnels' devices
+    on the servers counted their bytes. Nothing is left after."""
+    inv = _cluster_file(servers, tmp_path / "cluster.yaml")
+    with ClusterTestbed(TOPOLOGY, inv) as tb:
+        p = tb.placement
+        assert {p.server_of[h.name] for h in tb.model.hosts()} == {"server1", "server2"}
+        assert p.cut, p.text()
+        hosts = {s: [h.name for h in tb.model.hosts() if p.server_of[h.name] == s] for s in ("server1", "server2")}
+        a, b = hosts["server1"][0], hosts["server2"][0]
+        for src in hosts["server1"]:
+            out = tb.host(src).cmd(f"ping -c 1 -W 2 {tb.model.nodes[b].ip}")
+            assert " 0% packet loss" in out, out
+        # the switches are on the servers' own OVS, none here
+        assert not set(existing_bridges()) & {n.name for n in tb.model.switches()}
+        bridges = _on(servers, 0, "ovs-vsctl list-br").split() + _on(servers, 1, "ovs-vsctl list-br").split()
+        assert sorted(bridges) == sorted(n.name for n in tb.model.switches())
+        rate = min(ln.mbps for ln in tb.model.links_of(a))
+        before = _tunnel_bytes(servers, tb)
+        row = measure(tb, "two servers", rate, seconds=2)  # benchmarks/cluster.py's own measurement
+        moved = _tunnel_bytes(servers, tb) - before
+        assert 0.85 <= row.one_share <= 1.03 and 0.75 <= row.four_share <= 1.03, row
+        # the tunnel's switch-side devices received at least what iperf3 reported delivered
+        assert moved >= 0.95 * (row.one_flow_mbps + row.four_flows_mbps) * 1e6 / 8 * 2, (moved, row)
+        assert row.tunnelled == len(p.cut) and row.rtt_ms < 20
+    assert _left_on_servers(servers) == []
+
+
+def _tunnel_bytes(s: OvsServers, tb: ClusterTestbed) -> int:
+    """Bytes the cut cables' switch-side tunnel devices received, on both servers."""
+    total = 0
+    for ln in tb.placement.cut:
+        for end in (ln.a, ln.b):
+            if tb.model.nodes[end].is_host:
+                continue
+            i = int(tb.server_of(end)[-1]) - 1
+            total += int(_on(s, i, f"cat /sys/class/net/{ln.intf(end)}/statistics/rx_bytes").strip() or 0)
+    return total
+
+
+def test_a_server_whose_host_key_is_unknown_is_refused_in_one_line(servers, tmp_path, no_leftovers):
+    """known_hosts without the servers' keys: the run stops before anything is built, in one line
+    naming the server, and leaves nothing here or there."""
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    inv = _cluster_file(servers, tmp_path / "cluster.yaml", known_hosts=empty)
+    with pytest.raises(bringup.TestbedError) as err, ClusterTestbed(TOPOLOGY, inv):
+        pass
+    msg = str(err.value)
+    assert "\n" not in msg and "server1" in msg and "cannot log in" in msg and str(empty) in msg, msg
+    assert _left_on_servers(servers) == []
+
+
+KILLED = """
+import sys
+from emulation.cluster_inventory import load_cluster
+from emulation.cluster_net import ClusterTestbed
+tb = ClusterTestbed(sys.argv[1], load_cluster(sys.argv[2]))
+tb.start()
+print("up", tb.run_dir, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_run_killed_mid_flight_is_cleaned_from_its_servers_by_the_next_one(servers, tmp_path, no_leftovers):
+    """SIGKILL leaves no teardown at all: the bridges and tunnel devices stay on the servers. The
+    next run's clean-up (what `testbed clean` and every bring-up run) logs in with the dead run's
+    own ssh_config and removes them."""
+    _cluster_file(servers, tmp_path / "cluster.yaml")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, str(TOPOLOGY), str(tmp_path / "cluster.yaml")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("up"), line
+        assert _left_now(servers), "the run is up: its bridges are on the servers"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert any(x.startswith("server") and "bridge" in x for x in _left_now(servers))
+    removed = registry.clean()
+    assert any(x.startswith("server1: bridge") for x in removed) and any(
+        x.startswith("server2: bridge") for x in removed
+    ), removed
+    assert _left_on_servers(servers) == []
