@@ -50,8 +50,8 @@ SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 UNDERLAY = "192.168.216.{}"
 UNDERLAY_MTU = 9000
 
-LAUNCH = """set -e
-mount --bind {base}/run /run/openvswitch
+#: a server's own Open vSwitch, in its private mount namespace (then its sshd is started)
+OVS = """mount --bind {base}/run /run/openvswitch
 mount --bind {base}/etc /etc/openvswitch
 mount --bind {base}/log /var/log/openvswitch
 ovsdb-tool create /etc/openvswitch/conf.db {schema}
@@ -59,15 +59,17 @@ ovsdb-server /etc/openvswitch/conf.db --remote=punix:/run/openvswitch/db.sock --
   --log-file=/var/log/openvswitch/ovsdb-server.log
 ovs-vsctl --no-wait init
 ovs-vswitchd --pidfile --detach --log-file=/var/log/openvswitch/ovs-vswitchd.log
-exec /usr/sbin/sshd -D -e -f {cfg}
 """
 
 
 class OvsServers:
-    """N servers as namespaces (module doc); `start()`, then `stop()` whatever happened."""
+    """N servers as namespaces (module doc); `start()`, then `stop()` whatever happened. `ovs`:
+    each with its own Open vSwitch (the cluster's servers); without, sshd alone (hardware mode's
+    servers, whose `underlay` addresses are the job's data plane)."""
 
-    def __init__(self, base: Path, count: int = 2) -> None:
+    def __init__(self, base: Path, count: int = 2, ovs: bool = True) -> None:
         self.base = base
+        self.ovs = ovs
         self.tag = f"{os.getpid() % 100000}"
         self.count = count
         self.netns = [f"psnet-cs{i}-{self.tag}" for i in range(1, count + 1)]
@@ -119,7 +121,8 @@ class OvsServers:
             "AllowTcpForwarding yes\nSubsystem sftp internal-sftp\n"
         )
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        script = LAUNCH.format(base=home, schema=SCHEMA, cfg=cfg)
+        own_ovs = OVS.format(base=home, schema=SCHEMA) if self.ovs else ""
+        script = f"set -e\n{own_ovs}exec /usr/sbin/sshd -D -e -f {cfg}\n"
         log = (home / "launch.log").open("w")
         self.sshd.append(
             subprocess.Popen(

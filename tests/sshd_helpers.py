@@ -1,4 +1,4 @@
-"""What the SSH tests (test_remote.py, test_hardware.py) share to stand up real sshd servers: a
+"""What the SSH tests (test_remote.py, test_hardware.py, test_cluster.py) share to stand up real sshd servers: a
 shell helper, throw-away keys and a lookup of the processes a server left (not a test module)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from servers.local import keygen, processes, sh
 __all__ = ["LEFTOVER_PATTERNS", "clear_dead_runs_leftovers", "keygen", "processes", "sh"]
 
 #: the namespaces and root-side veths the SSH tests make, each ending in the pid of the run that made it
+#: (servers/local.py's servers, used by the hardware and cluster tests; test_remote.py's own)
 LEFTOVER_PATTERNS = (
-    r"psnet-hw\d-(\d+)", r"psnet-hwsw-(\d+)", r"psnet-ssh-(\d+)", r"phwm\d(\d+)", r"pssh(\d+)",
-    r"psnet-cs\d-(\d+)", r"psnet-cssw-(\d+)", r"pcsm\d(\d+)",
+    r"psnet-cs\d-(\d+)", r"psnet-cssw-(\d+)", r"pcsm\d(\d+)", r"psnet-ssh-(\d+)", r"pssh(\d+)",
 )  # fmt: skip
 
 

@@ -1,9 +1,9 @@
 """Hardware mode (`testbed run EXP --hosts INV`) against two "servers" made here.
 
-Each server is a network namespace running OpenSSH's sshd (keys made by the test), reached from
-this namespace over its own veth pair (management, 192.168.215.0/30 and .4/30), and joined to
-the other by a Linux bridge in a third namespace (the data plane, 192.168.214.0/24): so the NIC
-counters the run reports are the job's traffic, not the SSH sessions. The servers' "remote
+Each server is a network namespace running OpenSSH's sshd (keys made by the test; servers/local.py),
+reached from this namespace over its own veth pair (management, 192.168.217.0/30 and .4/30), and
+joined to the other by a Linux bridge in a third namespace (the data plane, 192.168.216.0/24): so
+the NIC counters the run reports are the job's traffic, not the SSH sessions. The servers' "remote
 checkout" is this checkout (same filesystem); TensorFlow runs inside the server namespaces. The
 tiny model runs with 1 PS + 2 workers: 3 tasks on 2 servers (capacity 2 on one). The fixtures
 kill sshd and delete the namespaces whatever the tests did.
@@ -11,12 +11,10 @@ kill sshd and delete the namespaces whatever the tests did.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,114 +24,25 @@ import psutil
 import pytest
 import yaml
 
-from tests.sshd_helpers import clear_dead_runs_leftovers, keygen, processes, sh
+from servers.local import OvsServers
+from tests.sshd_helpers import clear_dead_runs_leftovers, sh
 
 pytestmark = [pytest.mark.root, pytest.mark.tf]
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTBED = [sys.executable, "-m", "testbed.cli"]
-DATA = "192.168.214.{}"
 
 
-class Servers:
-    """Two sshd namespaces on a shared data-plane bridge."""
+class Servers(OvsServers):
+    """Two sshd namespaces (servers/local.py, without their own OVS) on a data-plane bridge: each
+    server's `underlay` address is the job's data plane."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        tag = f"{os.getpid() % 100000}"
-        self.netns = [f"psnet-hw{i}-{tag}" for i in (1, 2)]
-        self.switch = f"psnet-hwsw-{tag}"
-        self.mgmt = [f"phwm{i}{tag}" for i in (1, 2)]
-        self.addresses = ["192.168.215.2", "192.168.215.6"]
-        self.key = keygen(base / "user_key")
-        (base / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
-        self.known_hosts = base / "known_hosts"
-        self.sshd: list[subprocess.Popen] = []
-
-    def start(self) -> None:
-        sh("ip", "netns", "add", self.switch)
-        self._in(self.switch, "ip", "link", "add", "br0", "type", "bridge")
-        self._in(self.switch, "ip", "link", "set", "br0", "up")
-        known = []
-        for i, ns in enumerate(self.netns):
-            sh("ip", "netns", "add", ns)
-            self._in(ns, "ip", "link", "set", "lo", "up")
-            peer = f"{i * 4 + 1}"
-            sh("ip", "link", "add", self.mgmt[i], "type", "veth", "peer", "name", "eth0", "netns", ns)
-            sh("ip", "addr", "add", f"192.168.215.{peer}/30", "dev", self.mgmt[i])
-            sh("ip", "link", "set", self.mgmt[i], "up")
-            self._in(ns, "ip", "addr", "add", f"{self.addresses[i]}/30", "dev", "eth0")
-            self._in(ns, "ip", "link", "set", "eth0", "up")
-            self._in(ns, "ip", "link", "add", "eth1", "type", "veth", "peer", "name", f"p{i}", "netns", self.switch)
-            self._in(ns, "ip", "addr", "add", f"{DATA.format(i + 1)}/24", "dev", "eth1")
-            self._in(ns, "ip", "link", "set", "eth1", "up")
-            self._in(self.switch, "ip", "link", "set", f"p{i}", "master", "br0", "up")
-            host_key = keygen(self.base / f"host_key{i}")
-            known.append(f"{self.addresses[i]} {' '.join(Path(f'{host_key}.pub').read_text().split()[:2])}")
-            self._sshd(ns, self.addresses[i], host_key, i)
-        self.known_hosts.write_text("\n".join(known) + "\n")
-
-    def _in(self, ns: str, *argv: str) -> None:
-        sh("ip", "netns", "exec", ns, *argv)
-
-    def _sshd(self, ns: str, address: str, host_key: Path, i: int) -> None:
-        cfg = self.base / f"sshd_config{i}"
-        cfg.write_text(
-            f"ListenAddress {address}\nPort 22\nHostKey {host_key}\nPidFile {self.base / f'sshd{i}.pid'}\n"
-            f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
-            "Subsystem sftp internal-sftp\n"
-        )
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        log = (self.base / f"sshd{i}.log").open("w")
-        self.sshd.append(
-            subprocess.Popen(
-                ["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e", "-f", str(cfg)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                s.settimeout(0.5)
-                if s.connect_ex((address, 22)) == 0:
-                    return
-            time.sleep(0.1)
-        raise RuntimeError(f"sshd {i} did not start: {(self.base / f'sshd{i}.log').read_text()[-500:]}")
-
-    def pids(self, i: int) -> list[int]:
-        return [int(p) for p in sh("ip", "netns", "pids", self.netns[i], check=False).stdout.split()]
+        super().__init__(base, count=2, ovs=False)
 
     def extra(self) -> dict[str, list[str]]:
         """Per server, the processes other than its sshd listener (sessions, job tasks)."""
-        out = {}
-        for i, ns in enumerate(self.netns):
-            listener = self.sshd[i].pid if i < len(self.sshd) else None
-            others = []
-            for p in processes(self.pids(i)):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    if p.pid != listener:
-                        others.append(" ".join(p.cmdline())[:160])
-            out[ns] = others
-        return out
-
-    def stop(self) -> None:
-        left = [p for i in range(2) for p in processes(self.pids(i))] if self.netns else []
-        for d in self.sshd:
-            d.terminate()
-            try:
-                d.wait(5)
-            except subprocess.TimeoutExpired:
-                d.kill()
-                d.wait()
-        for proc in left + [p for i in range(2) for p in processes(self.pids(i))]:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        for ns in [*self.netns, self.switch]:
-            sh("ip", "netns", "del", ns, check=False)
-        for m in self.mgmt:
-            sh("ip", "link", "del", m, check=False)
+        return {ns: self.others(i) for i, ns in enumerate(self.netns)}
 
     def inventory(self, path: Path) -> Path:
         path.write_text(
@@ -145,14 +54,14 @@ class Servers:
                         {
                             "name": "server1",
                             "ssh": {"host": self.addresses[0], "user": "root", "key": str(self.key)},
-                            "data": DATA.format(1),
+                            "data": self.underlay[0],
                             "role": "any",
                             "capacity": 2,
                         },
                         {
                             "name": "server2",
                             "ssh": {"host": self.addresses[1], "user": "root", "key": str(self.key)},
-                            "data": DATA.format(2),
+                            "data": self.underlay[1],
                             "role": "worker",
                         },
                     ],
@@ -222,9 +131,9 @@ def test_a_tiny_job_runs_on_two_servers_and_reports_bct_and_nic_bytes(servers, e
     s = json.loads((ROOT / "results" / name / "summary.json").read_text())
     assert s["complete"] and s["mode"] == "hardware" and s["bct_s"]["n"] == 3
     assert s["hardware"]["placements"] == {
-        "ps1_1": {"server": "server1", "address": "192.168.214.1:2222"},
-        "w1_1_1": {"server": "server1", "address": "192.168.214.1:2223"},
-        "w1_2_1": {"server": "server2", "address": "192.168.214.2:2222"},
+        "ps1_1": {"server": "server1", "address": f"{servers.underlay[0]}:2222"},
+        "w1_1_1": {"server": "server1", "address": f"{servers.underlay[0]}:2223"},
+        "w1_2_1": {"server": "server2", "address": f"{servers.underlay[1]}:2222"},
     }
     for srv in ("server1", "server2"):  # the job's traffic went over the data-plane bridge
         v = s["hardware"]["servers"][srv]
@@ -266,7 +175,7 @@ def test_ctrl_c_of_a_hardware_run_leaves_nothing_on_the_servers(servers, experim
         listening = task_listeners(servers, 3, alive=p)  # 1 PS + 2 workers, each serving gRPC
         assert len(listening) == 3, (listening, p.poll() is None or p.communicate())
         hosts = {a.rsplit(":", 1)[0] for a in listening}
-        assert hosts == {DATA.format(1), DATA.format(2)}, listening  # data plane only: not *, not management
+        assert hosts == set(servers.underlay), listening  # data plane only: not *, not management
         time.sleep(2)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
@@ -318,21 +227,21 @@ def test_bad_inventory_and_unreachable_server_are_one_line(servers, experiment, 
 def test_a_killed_runs_leftovers_are_cleared_and_a_live_runs_kept():
     """A run SIGKILLed mid-test leaves its namespace and a root-side veth holding the management
     address; the next run's route to its sshd then goes to the dead namespace (the CI saw "sshd 0 did
-    not start: Server listening on 192.168.215.2"). The fixture clears what a dead pid owns, and only
-    that."""
+    not start: Server listening on 192.168.215.2", when the servers were on .215). The fixture clears
+    what a dead pid owns, and only that."""
     dead = next(p for p in range(32000, 300, -1) if not psutil.pid_exists(p))
-    made = {f"psnet-hw1-{dead}": f"phwm1{dead}", "psnet-hw9-1": "phwm91"}  # pid 1 is alive
+    made = {f"psnet-cs1-{dead}": f"pcsm1{dead}", "psnet-cs9-1": "pcsm91"}  # pid 1 is alive
     try:
         for ns, veth in made.items():
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "addr", "add", "192.168.215.1/30", "dev", f"phwm1{dead}")
-        sh("ip", "link", "set", f"phwm1{dead}", "up")
+        sh("ip", "addr", "add", "192.168.217.1/30", "dev", f"pcsm1{dead}")
+        sh("ip", "link", "set", f"pcsm1{dead}", "up")
         gone = clear_dead_runs_leftovers()
         namespaces = sh("ip", "netns", "list").stdout
-        assert f"psnet-hw1-{dead}" in gone and f"psnet-hw1-{dead}" not in namespaces
-        assert f"phwm1{dead}" not in sh("ip", "route").stdout  # its route to 192.168.215.0/30 went with it
-        assert "psnet-hw9-1" in namespaces and "phwm91" in sh("ip", "-o", "link").stdout
+        assert f"psnet-cs1-{dead}" in gone and f"psnet-cs1-{dead}" not in namespaces
+        assert f"pcsm1{dead}" not in sh("ip", "route").stdout  # its route to 192.168.217.0/30 went with it
+        assert "psnet-cs9-1" in namespaces and "pcsm91" in sh("ip", "-o", "link").stdout
     finally:
         for ns, veth in made.items():
             sh("ip", "netns", "del", ns, check=False)
