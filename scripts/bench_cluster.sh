@@ -2,7 +2,7 @@
 # One network over two servers (--cluster, docs/cluster.md): the 2-rack leaf-spine on one machine and
 # over two "servers" made on this machine (namespaces with their own sshd and Open vSwitch), rack to
 # rack: round trip, one TCP flow, four at once. Writes $out/cluster.{json,md}. Root; an idle machine:
-#   scripts/bench_cluster.sh            (50, 200 and 400 Mbit/s per host; ~3 min)
+#   scripts/bench_cluster.sh            (50, 100 and 200 Mbit/s per host; ~3 min)
 #   scripts/bench_cluster.sh --quick    (50 Mbit/s, ~1 min)
 # Extra arguments go to `python -m benchmarks.cluster` (see --help).
 set -euo pipefail
