@@ -274,7 +274,7 @@ def test_the_module_docstring_lists_every_subcommand():
     for name, p in sub.choices.items():
         nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
         names += [f"{name} {n}" for n in nested[0].choices] if nested else [name]
-    assert len(names) == 14  # + `run --hosts`: 15 lines
+    assert len(names) == 15  # + `run --hosts`: 16 lines
     listed = [ln.split("  ")[0] for ln in cli.__doc__.splitlines() if ln.startswith("testbed ")]
     for name in names:
         assert any(f"testbed {name}" in ln for ln in listed), name
