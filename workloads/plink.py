@@ -148,6 +148,9 @@ def _assign(points: np.ndarray, centers: np.ndarray, size_min: int) -> np.ndarra
     overflow node that takes the rest."""
     n, k = len(points), len(centers)
     cost = ((points[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    # min-cost flow takes integer weights: relative to the largest, so COST_SCALE's resolution holds
+    # whatever the embedding's unit (1 / Mbit/s at 10 Gbit/s puts squared distances near 1e-8)
+    cost = cost / (cost.max() or 1.0)
     g = nx.DiGraph()
     for p in range(n):
         g.add_node(("p", p), demand=-1)
