@@ -22,10 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from ipaddress import IPv4Address
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from topologies.schema import InputError, SafeName, one_line_error, read_yaml
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class ClusterError(InputError):
@@ -115,20 +118,36 @@ class ClusterInventory(BaseModel):
         return next(s for s in self.servers if s.name == name)
 
 
-def load_cluster(path: str | Path) -> ClusterInventory:
-    """Read and check a cluster file; relative key and known_hosts paths resolve from its folder."""
+def load_logins(path: str | Path, model: type[M], error: Callable[[str], Exception], listed: str, expected: str) -> M:
+    """Read and check a file of servers (`model`: a list field `listed` of entries with `ssh`, and
+    `known_hosts`); relative key and known_hosts paths resolve from its folder. Every problem is
+    `error(one line naming the file and field)`; `expected` says what the top level holds."""
     p = Path(path)
     data = read_yaml(p)
     if not isinstance(data, dict):
-        raise ClusterError(f"{p}: (top level): expected a mapping with servers and known_hosts")
+        raise error(f"{p}: (top level): expected a mapping with {expected}")
     try:
-        inv = ClusterInventory.model_validate(data)
+        inv = model.model_validate(data)
     except ValidationError as err:
-        raise ClusterError(one_line_error(str(p), err, ClusterInventory)) from None
-    logins = [(f"servers.{i}.ssh", s.ssh) for i, s in enumerate(inv.servers)]
-    known, ssh = resolve_access(p, inv.known_hosts, logins, ClusterError)
-    servers = [s.model_copy(update={"ssh": x}) for s, x in zip(inv.servers, ssh, strict=True)]
-    return inv.model_copy(update={"servers": servers, "known_hosts": known})
+        raise error(one_line_error(str(p), err, model)) from None
+    entries = getattr(inv, listed)
+    logins = [(f"{listed}.{i}.ssh", e.ssh) for i, e in enumerate(entries)]
+    known, ssh = resolve_access(p, inv.known_hosts, logins, error)  # type: ignore[attr-defined]
+    resolved = [e.model_copy(update={"ssh": x}) for e, x in zip(entries, ssh, strict=True)]
+    return inv.model_copy(update={listed: resolved, "known_hosts": known})
 
 
-__all__ = ["ClusterError", "ClusterInventory", "ClusterServer", "SSHSpec", "load_cluster", "resolve_access"]
+def load_cluster(path: str | Path) -> ClusterInventory:
+    """Read and check a cluster file (module doc)."""
+    return load_logins(path, ClusterInventory, ClusterError, "servers", "servers and known_hosts")
+
+
+__all__ = [
+    "ClusterError",
+    "ClusterInventory",
+    "ClusterServer",
+    "SSHSpec",
+    "load_cluster",
+    "load_logins",
+    "resolve_access",
+]

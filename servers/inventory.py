@@ -32,12 +32,12 @@ from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from emulation.cluster_inventory import SSHSpec, resolve_access
+from emulation.cluster_inventory import SSHSpec, load_logins
 from tfjob.hosts import PS_PORT
 from topologies.model import Network, Role
-from topologies.schema import InputError, SafeName, one_line_error, read_yaml
+from topologies.schema import InputError, SafeName
 
 
 class InventoryError(InputError):
@@ -110,19 +110,7 @@ class Placement:
 
 def load_inventory(path: str | Path) -> Inventory:
     """Read and check an inventory file; relative key and known_hosts paths resolve from its folder."""
-    p = Path(path)
-    data = read_yaml(p)
-    if not isinstance(data, dict):
-        raise InventoryError(f"{p}: (top level): expected a mapping with hosts, known_hosts and checkout")
-    try:
-        inv = Inventory.model_validate(data)
-    except ValidationError as err:
-        raise InventoryError(one_line_error(str(p), err, Inventory)) from None
-    logins = [(f"hosts.{i}.ssh", h.ssh) for i, h in enumerate(inv.hosts)]
-    known, ssh = resolve_access(p, inv.known_hosts, logins, InventoryError)
-    hosts = [h.model_copy(update={"ssh": x}) for h, x in zip(inv.hosts, ssh, strict=True)]
-    inv = inv.model_copy(update={"hosts": hosts, "known_hosts": known})
-    return inv
+    return load_logins(path, Inventory, InventoryError, "hosts", "hosts, known_hosts and checkout")
 
 
 def place(inv: Inventory, net: Network, needed: list[str], source: str) -> dict[str, Placement]:
