@@ -71,19 +71,33 @@ class ProbedController(RemoteController):
             return False
 
 
-def make_mininet(model: Network, **switch_opts: object) -> Mininet:
+def make_mininet(
+    model: Network,
+    *,
+    mininet: type[Mininet] = Mininet,
+    topo: ModelTopo | None = None,
+    nodes: tuple[type, type, type] | None = None,
+    extra: dict[str, object] | None = None,
+    **switch_opts: object,
+) -> Mininet:
     """An unbuilt Mininet of the model on userspace OVS (no kernel module here), plain veths
-    (shaping is ours), addresses and MACs left to the testbed (they come from the model)."""
+    (shaping is ours), addresses and MACs left to the testbed (they come from the model).
+
+    The cluster edition (emulation.cluster) makes its MininetCluster here too: its class, its
+    placed topology, its (host, switch, link) classes and its own arguments (`extra`)."""
     setLogLevel("warning")
-    return Mininet(
-        topo=ModelTopo(model),
-        switch=partial(OVSSwitch, datapath="user", **switch_opts),
+    host, switch, link = nodes if nodes is not None else (None, OVSSwitch, MnLink)
+    return mininet(
+        topo=topo if topo is not None else ModelTopo(model),
+        **({"host": host} if host is not None else {}),
+        switch=partial(switch, datapath="user", **switch_opts),
         controller=None,
-        link=MnLink,
+        link=link,
         autoSetMacs=False,
         autoStaticArp=False,
         build=False,
         waitConnected=False,
+        **(extra or {}),
     )
 
 

@@ -35,7 +35,7 @@ from mininet.examples.cluster import MininetCluster, RemoteHost, RemoteLink, Rem
 from mininet.net import Mininet
 from mininet.node import OVSSwitch
 
-from emulation.bringup import TestbedError
+from emulation.bringup import TestbedError, make_mininet
 from emulation.cluster_inventory import ClusterInventory, ClusterServer
 from emulation.placement import Placement
 from emulation.remote_clean import clean_remote
@@ -332,29 +332,21 @@ def _placer(placement: Placement) -> type:
 
 
 def make_cluster_mininet(model: Network, placement: Placement, cluster: Cluster, **switch_opts: object) -> Mininet:
-    """An unbuilt MininetCluster of the placed model on the servers' userspace OVS, as
-    `emulation.bringup.make_mininet` makes one on this machine."""
-    from functools import partial
-
-    from mininet.log import setLogLevel
-
-    setLogLevel("warning")
-    host, switch, link = node_classes(cluster)
+    """An unbuilt MininetCluster of the placed model on the servers' userspace OVS: what
+    `emulation.bringup.make_mininet` makes on this machine, with the cluster edition's classes."""
     names = list(placement.servers)
-    return MininetCluster(
+    return make_mininet(
+        model,
+        mininet=MininetCluster,
         topo=PlacedTopo(model, placement=placement),
-        host=host,
-        switch=partial(switch, datapath="user", **switch_opts),
-        link=link,
-        controller=None,
-        autoSetMacs=False,
-        autoStaticArp=False,
-        build=False,
-        waitConnected=False,
-        servers=names,
-        serverIP={n: n for n in names},
-        placement=_placer(placement),
-        precheck=False,
+        nodes=node_classes(cluster),
+        extra={
+            "servers": names,
+            "serverIP": {n: n for n in names},
+            "placement": _placer(placement),
+            "precheck": False,
+        },
+        **switch_opts,
     )
 
 

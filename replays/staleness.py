@@ -13,6 +13,14 @@ change: nothing imported it then, so it can act only through an import in a modu
 which has then changed itself (imports are explicit here: no package scans its folder for modules).
 Any other added file counts (a topology or figure YAML is found by listing its folder).
 
+Code is what a run imports: a changed module inside a dependency folder counts only if the
+result's entry modules reach it, by imports or by naming it (replays.imports), at the result's
+commit or now. The entry modules are the `.py` files a result names (its benchmark's script, say)
+and, where it depends on the whole replays/ folder, the replay framework (`ENTRIES`). A module
+of the cluster edition, which no replay imports, then stales nothing it cannot act on. A result
+naming no entry module keeps the folder rule: every module in the folder counts. (Imports added
+by an uncommitted edit are not followed: the closure is read from commits.)
+
 Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
 does not stale a result unless a dependency names that very file.
 
@@ -29,6 +37,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from replays.imports import closure_at
 from replays.provenance import REPO
 
 CURRENT, STALE, UNKNOWN = "current", "stale", "unknown provenance"
@@ -45,6 +54,9 @@ PLATFORM = (
     "engine/",
     "runs/",
 )
+#: where every replay starts (`testbed replay` runs figures through it): an entry module of any
+#: result that depends on a folder holding it
+ENTRIES = ("replays/framework.py",)
 #: files named in a stale mark's text
 SHOWN = 3
 
@@ -81,6 +93,26 @@ def _within(path: str, deps: Iterable[str]) -> bool:
 def _prose(path: str, deps: Iterable[str]) -> bool:
     """A markdown file that a dependency folder holds but no dependency names: no run reads it."""
     return path.endswith(".md") and not any(path == d for d in deps)
+
+
+def entry_modules(depends_on: Iterable[str]) -> tuple[str, ...]:
+    """The modules a result's run starts from: the `.py` files it names, and each of `ENTRIES`
+    inside a folder it depends on."""
+    deps = list(depends_on)
+    named = [d for d in deps if d.endswith(".py")]
+    folders = [d for d in deps if d.endswith("/")]
+    return tuple(dict.fromkeys([*named, *(e for e in ENTRIES if _within(e, folders))]))
+
+
+def _outside_closure(paths: list[str], depends_on: list[str], revs: tuple[str, str], repo: Path) -> set[str]:
+    """The modules among `paths` that no entry module reaches at either commit (and that no
+    dependency names): changes to them are no change to the result. Empty without entry modules."""
+    roots = entry_modules(depends_on)
+    modules = [p for p in paths if p.endswith(".py") and p not in depends_on]
+    if not roots or not modules:
+        return set()
+    reached = closure_at(repo, revs[0], roots) | closure_at(repo, revs[1], roots)
+    return {p for p in modules if p not in reached}
 
 
 def head_blobs(repo: Path, paths: list[str], rev: str = "HEAD") -> dict[str, str | None]:
@@ -148,10 +180,12 @@ def against_tree(
     candidates = sorted({p for p in diff.stdout.split("\0") if p} | set(then_dirty) | set(tree_dirty))
     at_then = head_blobs(repo, candidates, commit)
     at_now = head_blobs(repo, candidates, now_commit)
+    unreached = _outside_closure(candidates, depends_on, (commit, now_commit), repo)
     changed = [
         p
         for p in candidates
-        if then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
+        if p not in unreached
+        and then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
         and not (p.endswith(".py") and then_dirty.get(p, at_then.get(p)) is None)  # a module added since
         and not _prose(p, depends_on)
     ]

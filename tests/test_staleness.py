@@ -120,3 +120,33 @@ def test_the_mark_names_three_files_then_counts(tmp_path):
     s = staleness(first, ["."], repo=r)
     assert s.changed == [f"f{i}.txt" for i in range(5)]
     assert s.text == "stale: f0.txt, f1.txt, f2.txt and 2 more changed since it ran"
+
+
+def test_a_module_no_entry_reaches_is_not_a_change(tmp_path):
+    """Code is what a run imports (replays.imports): with an entry module named, a changed module
+    in a dependency folder counts only where the entry reaches it, by an import (a lazy one in a
+    function too) or by a string naming it (`python -m pkg.sub`); an unreached one stales nothing."""
+    r = tmp_path / "repo"
+    init_repo(r)
+    (r / "pkg").mkdir()
+    (r / "pkg" / "__init__.py").write_text("")
+    (r / "pkg" / "entry.py").write_text(
+        "from pkg import used\n\ndef go():\n    from pkg.lazy import f\n    return ['python', '-m', 'pkg.sub']\n"
+    )
+    for name in ("used", "lazy", "sub", "unused"):
+        (r / "pkg" / f"{name}.py").write_text("v = 1\n")
+    first = commit_all(r, "first")
+    (r / "pkg" / "unused.py").write_text("v = 2\n")
+    second = commit_all(r, "a module the entry never reaches")
+    assert staleness(first, ["pkg/entry.py", "pkg/"], repo=r).state == CURRENT
+    assert staleness(first, ["pkg/"], repo=r).changed == ["pkg/unused.py"]  # no entry named: the folder rule
+    for name in ("used", "lazy", "sub"):
+        (r / "pkg" / f"{name}.py").write_text("v = 3\n")
+    commit_all(r, "modules it reaches")
+    s = staleness(second, ["pkg/entry.py", "pkg/"], repo=r)
+    assert (s.state, s.changed) == (STALE, ["pkg/lazy.py", "pkg/sub.py", "pkg/used.py"])
+    # an import added since reaches the module now: its change counts (the closure now, not only then)
+    (r / "pkg" / "entry.py").write_text("import pkg.unused\n")
+    (r / "pkg" / "unused.py").write_text("v = 4\n")
+    commit_all(r, "the entry imports it now")
+    assert "pkg/unused.py" in staleness(second, ["pkg/entry.py", "pkg/"], repo=r).changed
