@@ -21,6 +21,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mininet.net import Mininet
@@ -30,7 +32,10 @@ from controller.routing import HostRoute, compute_paths, host_routes
 from emulation import datapath, doctor, registry
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
+from emulation.fidelity import Monitor
+from emulation.flows import FlowSampler
 from emulation.hostcmd import run_all
+from emulation.relaying import RelayLoad
 from emulation.shaping import (
     fair_buckets,
     fair_class_cmds,
@@ -81,6 +86,29 @@ def interrupt_reason() -> str:
     return f"by {INTERRUPTED_BY}" if INTERRUPTED_BY else "by the user"
 
 
+#: how a run opens its testbed, where something other than this machine's Testbed is wanted (the
+#: CLI's --cluster: a ClusterTestbed over a cluster file's servers); see `testbeds`
+_opener: Callable[[Network], Testbed] | None = None
+
+
+def open_testbed(net: Network) -> Testbed:
+    """The testbed a run brings its network up on (runs.runner, runs.engine_job): this machine's,
+    unless `testbeds` named another for the runs inside it. The runs need not know which."""
+    return _opener(net) if _opener is not None else Testbed(net)
+
+
+@contextmanager
+def testbeds(opener: Callable[[Network], Testbed]) -> Iterator[None]:
+    """Within this block, runs open their testbed with `opener` (a module-level setting rather
+    than an argument threaded through every pipeline: runs on threads see it too)."""
+    global _opener
+    before, _opener = _opener, opener
+    try:
+        yield
+    finally:
+        _opener = before
+
+
 def free_port() -> int:
     """A free TCP port on loopback (the kernel picks it)."""
     with socket.socket() as s:
@@ -124,6 +152,16 @@ class Testbed:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # --- what a run measures it with -----------------------------------------------------------
+    def monitor(self, relay: RelayLoad | None = None) -> Monitor:
+        """The run's fidelity monitor, not started: this machine's CPU, ovs-vswitchd and switch
+        ports (a testbed over several servers reads each server's)."""
+        return Monitor(self.model, relay=relay)
+
+    def flow_sampler(self) -> FlowSampler:
+        """The sampler of flows on the busiest shared cable, not started (emulation.flows)."""
+        return FlowSampler.of(self)
 
     def start(self) -> None:
         problems = doctor.blocking_problems(self.model.spec)

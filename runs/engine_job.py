@@ -24,10 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emulation.fidelity import Monitor
-from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
-from emulation.net import Testbed
+from emulation.net import Testbed, open_testbed
 from emulation.relaying import relay_load
 from engine.dvf import SUFFICIENT_SHARE, verify_dvf
 from engine.emulated import run_in_testbed
@@ -362,15 +360,15 @@ def run_scheme_job(
     hosts = workers + servers
     timeline = SchemeTimeline(net, exp, hosts, where, horizon_s=job.deadline_s, out_dir=out)
     error = ""
-    with Testbed(net) as tb:
+    with open_testbed(net) as tb:
         start_run_dir(out, keep_previous)  # the emulator is this run's now: no other run writes here
         if Need.CLUSTERS in get_scheme(job.scheme).needs and plink_groups.mode(job) == "probe":
             prep = probe_and_prepare(tb, job, prep, topo.scale * exp.compress, where, out, exp.name)
             sched, cfg = prep.sched, prep.cfg
             manifest["engine"] = cfg
         write_json_atomic(out / "manifest.json", manifest, default=str)
-        monitor = Monitor(net, relay=relay_load(net, pair_bytes(sched))).start()
-        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
+        monitor = tb.monitor(relay=relay_load(net, pair_bytes(sched))).start()
+        flows = tb.flow_sampler().start()  # C on the busiest shared link
         timeline.attach(tb, out / "engine" / f"{workers[0]}.jsonl", job.warmup)
         stall = progress_watch(out / "engine", hosts, lambda: monitor.windows, job.stall_s)
 

@@ -26,10 +26,8 @@ import queue
 from collections.abc import Sequence
 from pathlib import Path
 
-from emulation.fidelity import Monitor
-from emulation.flows import FlowSampler
 from emulation.measure import nic_bytes
-from emulation.net import Testbed, interrupt_reason
+from emulation.net import interrupt_reason, open_testbed
 from emulation.phases import write_links_csv
 from emulation.relaying import relay_load
 from runs import rounds
@@ -108,15 +106,15 @@ def run_job(
     predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
-    with Testbed(net) as tb:
+    with open_testbed(net) as tb:
         # the emulator is this run's now (its lock): no other run of the name still writes here
         start_run_dir(out, keep_previous)  # checkpoints too: a new job has nothing to restore from
         for d in more_rounds:
             start_run_dir(d)
         write_json_atomic(out / "manifest.json", record)
         pairs = [(w, p) for _, ps, workers in plan for w in workers for p in ps]
-        monitor = Monitor(net, relay=relay_load(net, pairs)).start()
-        flows = FlowSampler.of(tb).start()  # C on the busiest shared link
+        monitor = tb.monitor(relay=relay_load(net, pairs)).start()
+        flows = tb.flow_sampler().start()  # C on the busiest shared link
         lines: queue.Queue = queue.Queue()
         jobs = [
             JobRun(tb, j, sizes[j.name][0], ps, workers, lines, out / "checkpoints" / j.name, _pad(host[j.name]))
