@@ -224,6 +224,16 @@ class Cluster:
             subprocess.run([*self.ssh_base(), "-O", "exit", s.name], capture_output=True, timeout=10, check=False)
 
 
+def remote_command(argv: list[str], cwd: str | None) -> list[str]:
+    """`argv` as words for the remote shell an ssh session hands them to (ssh joins its arguments
+    with spaces): quoted, in `cwd` there (the checkout is at the same path on every server), and
+    ended when the session's input closes (the ssh client here was killed or the run ended), so
+    no process outlives its run on a server; the session's exit status is the process's."""
+    # an asynchronous command's input is /dev/null unless redirected: the session's is kept as fd 3
+    script = 'cd "$0" || exit 1; exec 3<&0; "$@" <&- & p=$!; (cat <&3 > /dev/null; kill $p 2>/dev/null) & wait $p'
+    return ["sh", "-c", shlex.quote(script), shlex.quote(cwd or "/"), *(shlex.quote(a) for a in argv)]
+
+
 class _NoMove:
     """The cluster edition moves a new interface into a remote host's namespace with a command on
     *this* machine; Mininet made it in place already (a veth's peer is created in the host's
@@ -250,6 +260,14 @@ def node_classes(cluster: Cluster) -> tuple[type, type, type]:
     class ClusterHost(_Login, RemoteHost):
         def addIntf(self, intf, port=None, moveIntfFn=None):
             return super().addIntf(intf, port=port, moveIntfFn=_NoMove.move)
+
+        def popen(self, *args, cwd: str | None = None, env: object = None, **kwargs):
+            """A process in the host on its server (`remote_command`): the edition would apply
+            `cwd` to the local ssh client and run the command wherever the login lands; its
+            environment is the server's own (`env` is this machine's, and is not sent)."""
+            argv = args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+            kwargs.setdefault("stdin", subprocess.PIPE)
+            return super().popen(remote_command(argv, cwd), **kwargs)
 
     def _on(server: str, check: bool):
         def run(command: str, **_kw: object) -> str:

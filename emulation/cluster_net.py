@@ -24,8 +24,11 @@ from emulation import registry
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError
 from emulation.cluster import Cluster, make_cluster_mininet
 from emulation.cluster_inventory import ClusterInventory
+from emulation.cluster_monitor import ClusterMonitor
+from emulation.flows import PERIOD_S, FlowSampler
 from emulation.net import Testbed
 from emulation.placement import Placement, cable_traffic, place
+from emulation.relaying import RelayLoad
 from topologies.model import Network
 
 LOG = logging.getLogger(__name__)
@@ -130,6 +133,16 @@ class ClusterTestbed(Testbed):
         r = self.cluster.run(node.server, shlex.join(argv), stdin=text, check=False)
         if r.returncode != 0:
             raise TestbedError(f"{node.name} on {node.server}: {tool} -batch failed: {(r.stderr or r.stdout)[-300:]}")
+
+    def monitor(self, relay: RelayLoad | None = None) -> ClusterMonitor:
+        """The run's fidelity monitor over every server (emulation.cluster_monitor)."""
+        return ClusterMonitor(self, relay=relay)
+
+    def flow_sampler(self) -> FlowSampler:
+        """A sampler that follows no flow: it reads each host's sockets through a local PID and
+        ovs-vswitchd's flows here, neither of which a server offers (not yet over a cluster: C on
+        the busiest link is reported as nothing sampled)."""
+        return FlowSampler(self.model, {}, dict, PERIOD_S)
 
     def _room_for_queues(self) -> None:
         """Each server's ovs-vswitchd takes the send buffer its own set-up gave it (scripts/setup.sh

@@ -8,11 +8,10 @@ ssh_config: every `period_s` it prints one JSON line of cumulative counters (its
 CPU, ovs-vswitchd's CPU ticks, /proc/net/dev's rx and tx bytes of the named interfaces). It ends when
 its standard input closes (the session ends with the run, whatever kills it). Here a reader thread
 per server keeps the lines; `samples()` and `windows()` difference them into emulation.sampler's
-Samples and emulation.phases' Windows, per server, with the server's own time stamps (servers'
-clocks must agree, as NTP keeps them, for windows of different servers to line up).
-
-Not yet used by a run, and not yet tested: the cluster monitor (a Monitor over these) is the next
-step of issue 32.
+Samples and emulation.phases' Windows of the whole cluster, round by round (the agents start
+together and tick with the same period): the least idle server, the busiest ovs-vswitchd, every
+server's interfaces; a window's time is the latest server's (servers' clocks must agree, as NTP
+keeps them). emulation.cluster_monitor judges a run with them.
 """
 
 from __future__ import annotations
@@ -109,31 +108,59 @@ class RemoteSampler:
         for t in self._threads:
             t.join(5)
 
-    def samples(self, server: str, every: int = 4) -> list[Sample]:
-        """The server's windows of `every` agent lines (4 x 0.25 s: the monitor's 1-s windows)."""
+    def _rounds(self, every: int = 1) -> list[dict[str, dict]]:
+        """Every `every`-th line of all servers together, index by index (the agents start
+        together and tick with the same period), as far as every server has one."""
+        n = min((len(v) for v in self.lines.values()), default=0)
+        return [{s: self.lines[s][k] for s in self.lines} for k in range(0, n, every)]
+
+    def samples(self, every: int = 4) -> list[Sample]:
+        """The cluster's windows of `every` agent lines (4 x 0.25 s: the monitor's 1-s windows):
+        the least idle server's CPU, the busiest ovs-vswitchd, every server's interfaces."""
         out = []
-        for a, b in pairwise(self.lines[server][::every]):
-            dt = b["t"] - a["t"]
-            d = [y - x for x, y in zip(a["cpu"], b["cpu"], strict=False)]
-            total = sum(d[:8]) or 1  # user nice system idle iowait irq softirq steal (guest is inside user)
-            idle = (d[3] + (d[4] if len(d) > 4 else 0)) / total
-            ovs = None
-            if a["ovs"] is not None and b["ovs"] is not None and dt > 0:
-                ovs = (b["ovs"] - a["ovs"]) / b["tick"] / dt
-            tx = {i: b["dev"][i][1] - a["dev"][i][1] for i in b["dev"] if i in a["dev"]}
-            busy_s = (d[0] + d[1] + d[2]) / b["tick"]
-            out.append(Sample(t=b["t"], dt_s=dt, idle=idle, busy_s=busy_s, ovs_cpu=ovs, procs_cpu_s=0.0, tx_bytes=tx))
+        for a, b in pairwise(self._rounds(every)):
+            each = [_sample(a[s], b[s]) for s in b]
+            ovs = [x.ovs_cpu for x in each if x.ovs_cpu is not None]
+            tx = {i: n for x in each for i, n in x.tx_bytes.items()}
+            out.append(
+                Sample(
+                    t=max(x.t for x in each),
+                    dt_s=max(x.dt_s for x in each),
+                    idle=min(x.idle for x in each),
+                    busy_s=max(x.busy_s for x in each),
+                    ovs_cpu=max(ovs) if ovs else None,
+                    procs_cpu_s=0.0,
+                    tx_bytes=tx,
+                )
+            )
         return out
 
-    def windows(self, server: str, rate_mbps: Mapping[str, float]) -> list[Window]:
-        """The server's transfer windows (emulation.phases.window), one per agent line."""
+    def windows(self, rate_mbps: Mapping[str, float]) -> list[Window]:
+        """The cluster's transfer windows (emulation.phases.window), one per round of agent lines."""
         out = []
-        for a, b in pairwise(self.lines[server]):
-            moved = {
-                i: (b["dev"][i][0] - a["dev"][i][0], b["dev"][i][1] - a["dev"][i][1]) for i in b["dev"] if i in a["dev"]
-            }
-            out.append(window(b["t"], b["t"] - a["t"], moved, rate_mbps))
+        for a, b in pairwise(self._rounds()):
+            moved = {}
+            for s in b:
+                da, db = a[s]["dev"], b[s]["dev"]
+                moved.update({i: (db[i][0] - da[i][0], db[i][1] - da[i][1]) for i in db if i in da})
+            t = max(b[s]["t"] for s in b)
+            dt = max(b[s]["t"] - a[s]["t"] for s in b)
+            out.append(window(t, dt, moved, rate_mbps))
         return out
+
+
+def _sample(a: dict, b: dict) -> Sample:
+    """One server's window between two of its agent's lines."""
+    dt = b["t"] - a["t"]
+    d = [y - x for x, y in zip(a["cpu"], b["cpu"], strict=False)]
+    total = sum(d[:8]) or 1  # user nice system idle iowait irq softirq steal (guest is inside user)
+    idle = (d[3] + (d[4] if len(d) > 4 else 0)) / total
+    ovs = None
+    if a["ovs"] is not None and b["ovs"] is not None and dt > 0:
+        ovs = (b["ovs"] - a["ovs"]) / b["tick"] / dt
+    tx = {i: b["dev"][i][1] - a["dev"][i][1] for i in b["dev"] if i in a["dev"]}
+    busy_s = (d[0] + d[1] + d[2]) / b["tick"]
+    return Sample(t=b["t"], dt_s=dt, idle=idle, busy_s=busy_s, ovs_cpu=ovs, procs_cpu_s=0.0, tx_bytes=tx)
 
 
 __all__ = ["AGENT", "RemoteSampler"]

@@ -25,6 +25,7 @@ not hold, 130 interrupted). Paths: PATHS below, the same for every command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -264,6 +265,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster_testbeds(cluster_file: str | None) -> contextlib.AbstractContextManager:
+    """Runs inside open their network over the cluster file's servers (emulation.cluster_net),
+    or on this machine without one."""
+    if not cluster_file:
+        return contextlib.nullcontext()
+    from emulation.cluster_inventory import load_cluster
+    from emulation.cluster_net import ClusterTestbed
+    from emulation.net import testbeds
+
+    inv = load_cluster(cluster_file)
+    return testbeds(lambda net: ClusterTestbed(net, inv))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from runs.runner import run_experiment
 
@@ -277,7 +291,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         if args.no_budget:
             LOG.warning("--no-budget: the resource budget is not checked")
-        res = run_experiment(args.experiment, Path(args.results), progress=progress_on(args), budget=not args.no_budget)
+        with _cluster_testbeds(args.cluster):
+            res = run_experiment(
+                args.experiment, Path(args.results), progress=progress_on(args), budget=not args.no_budget
+            )
     s = res.summary
     if s.scheme:
         _print_scheme_run(s, res.out_dir)
@@ -833,6 +850,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("experiment")
     r.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     r.add_argument("--hosts", metavar="INVENTORY", help="run on the real servers of this inventory file (over SSH)")
+    r.add_argument("--cluster", metavar="FILE", help="spread the emulated network over this cluster file's servers")
     r.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
     r.add_argument(
         "--results",

@@ -7,6 +7,7 @@ controller on this machine's loopback reached through reverse tunnels."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -154,4 +155,52 @@ def test_a_run_killed_mid_flight_is_cleaned_from_its_servers_by_the_next_one(ser
     assert any(x.startswith("server1: bridge") for x in removed) and any(
         x.startswith("server2: bridge") for x in removed
     ), removed
+    assert _left_on_servers(servers) == []
+
+
+def test_a_ring_job_over_two_servers_sums_exactly_and_is_judged_from_both(servers, tmp_path, no_leftovers):
+    """`testbed run EXP --cluster FILE`: the scheme engine's processes start in their hosts on
+    their servers (in the checkout there), the ring's sums are exact, every host's NIC moved its
+    share of the ring's bytes, and the verdict's windows come from the servers' own counters
+    (emulation.cluster_monitor): links on both servers carried traffic, and the datapath drops of
+    both were counted. Nothing is left on either server, no engine process either."""
+    inv_file = servers.cluster_file(tmp_path / "cluster.yaml")
+    exp = tmp_path / "ring.yaml"
+    exp.write_text(
+        f"topology: {TOPOLOGY}\n"
+        "job:\n  model: resnet50\n  scheme: ring\n  compute: calibrated\n  compute_s: 0\n"
+        "  iterations: 3\n  warmup: 1\n  check: true\n"
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testbed.cli",
+            "run",
+            str(exp),
+            "--cluster",
+            str(inv_file),
+            "--no-progress",
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    out = tmp_path / "results" / "ring"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sums_checked"] and summary["sum_problems"] == []
+    # a ring all-reduce sends 2 (n-1)/n of the model from every host, each iteration warm-up included
+    ring_bytes = 2 * 7 / 8 * summary["model_bytes_emulated"] * 3
+    assert min(v["tx"] for v in summary["nic_bytes"].values()) >= 0.95 * ring_bytes, summary["nic_bytes"]
+    v = summary["fidelity"]
+    tb = ClusterTestbed(TOPOLOGY, load_cluster(inv_file))  # the same placement the run made (not started)
+    server_of = {ln.intf(e): tb.server_of(e) for ln in tb.model.veth_links() for e in (ln.a, ln.b)}
+    assert v["samples"] >= 2 and {server_of[i] for i, u in v["links"].items() if u > 0.1} == {"server1", "server2"}, v
+    assert "silent" in v["datapath"], v  # both servers' datapaths were compared
+    assert set(v["retrans"]) == {h.name for h in tb.model.hosts()}, v  # every host's TCP counters, read in it
     assert _left_on_servers(servers) == []
