@@ -265,19 +265,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cluster_testbeds(cluster_file: str | None) -> contextlib.AbstractContextManager:
-    """Runs inside open their network over the cluster file's servers (emulation.cluster_net),
-    or on this machine without one."""
-    if not cluster_file:
-        return contextlib.nullcontext()
-    from emulation.cluster_inventory import load_cluster
-    from emulation.cluster_net import ClusterTestbed
-    from emulation.net import testbeds
-
-    inv = load_cluster(cluster_file)
-    return testbeds(lambda net: ClusterTestbed(net, inv))
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from runs.runner import run_experiment
 
@@ -291,9 +278,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         if args.no_budget:
             LOG.warning("--no-budget: the resource budget is not checked")
-        with _cluster_testbeds(args.cluster):
+        from testbed.clusterrun import cluster_run
+
+        budget = not args.no_budget
+        with cluster_run(args.experiment, args.cluster, budget) if args.cluster else contextlib.nullcontext():
             res = run_experiment(
-                args.experiment, Path(args.results), progress=progress_on(args), budget=not args.no_budget
+                args.experiment,
+                Path(args.results),
+                progress=progress_on(args),
+                budget=budget and not args.cluster,  # a cluster's budget was checked above
             )
     s = res.summary
     if s.scheme:

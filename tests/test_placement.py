@@ -130,3 +130,43 @@ def test_topo_place_prints_each_servers_share_and_the_tunnelled_cables(tmp_path)
     r = subprocess.run([*cli, "topologies/psnet-2modules.yaml", "--cluster", str(bad)], capture_output=True, text=True,
                        cwd=REPO, check=False)  # fmt: skip
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr, r.stderr
+
+
+def test_a_128_host_fattree_is_refused_on_one_machine_and_accepted_on_two_servers(tmp_path):
+    """FatTree(8), 128 hosts at 10 Mbit/s (scale 100), a ring: at a datapath ceiling of 1,200
+    Mbit/s (this machine's measured one) the budget refuses it on one machine and names two
+    servers; a cluster of two servers, each taken as this machine (testbed.clusterrun), takes it."""
+    from testbed.clusterrun import cluster_machine
+    from workloads.budget import BudgetError, Machine, check_job
+    from workloads.experiment import JobSpec
+
+    f = tmp_path / "fattree-k8.yaml"
+    f.write_text(
+        f"kind: fattree\nk: 8\noversubscription: 1\nworkers: {[4] * 31 + [3]}\nps: 1\nworker_mbps: 1000\nscale: 100\n"
+    )
+    spec = load_spec(f)
+    job = JobSpec(model="resnet50", scheme="ring", compute="calibrated", compute_s=0)
+    here = Machine(24 * 1024, 2, 1200.0, "as measured on this machine")
+    with pytest.raises(BudgetError, match=r"needs 2 servers .*--cluster"):
+        check_job(spec, str(f), [job], machine=here)
+    d = check_job(spec, str(f), [job], machine=cluster_machine(here, 2))
+    assert d.hosts == 128 and d.switches == 80
+
+
+def test_run_cluster_refuses_a_tf_ps_job_in_one_line(tmp_path):
+    """`testbed run EXP --cluster FILE` with a TF PS job: one line naming the file and the field,
+    before anything is built (its tasks do not start on remote servers yet)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "kh").write_text("")
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "known_hosts: kh\nservers:\n  - {name: a, ssh: {host: 192.168.1.2}}\n  - {name: b, ssh: {host: 192.168.1.3}}\n"
+    )
+    exp = tmp_path / "tf.yaml"
+    exp.write_text(f"topology: {REPO / 'topologies' / 'psnet-testbed.yaml'}\njob:\n  model: resnet50\n")
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(exp), "--cluster", str(cluster)],
+                       capture_output=True, text=True, cwd=REPO, check=False)  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(exp) in r.stderr and "job.scheme: tf-ps" in r.stderr and "--cluster" in r.stderr, r.stderr
