@@ -9,7 +9,13 @@ and rate: the idle round trip (median of 20 pings), one TCP flow (iperf3, 3 s) a
 cable's rate, and four at once (each host of rack 0 to one of rack 1) against four cables' worth.
 Both platforms share this machine's 2 cores, so what the tunnel costs here is its latency and its
 kernel work, not a second machine's gain; the two servers do run two ovs-vswitchd threads where one
-machine runs one. Nothing is asserted: the figures are printed and written.
+machine runs one.
+
+Then the issue's goal run: a ring all-reduce over the 16 hosts of FatTree(4) (ResNet50's gradient
+at the file's scale, calibrated compute 0, `JOB_ITERATIONS` measured iterations), through the run
+pipeline on one machine and with `--cluster` over the two servers: GST mean with its 95% CI and
+the fidelity verdict of each (over two servers, judged from each server's counters). Nothing is
+asserted: the figures are printed and written.
 """
 
 from __future__ import annotations
@@ -30,6 +36,18 @@ TOPOLOGY = "leafspine-2rack.yaml"
 RATES = (50.0, 100.0, 200.0)  # emulated Mbit/s per host cable (the uplinks: 4x, up to 800)
 QUICK_RATES = (50.0,)
 SECONDS = 3
+JOB_TOPOLOGY = "fattree-k4.yaml"
+JOB_ITERATIONS = 5
+
+
+@dataclass
+class JobRow:
+    platform: str
+    gst_mean_s: float
+    gst_ci95_s: float
+    n: int
+    faithful: bool
+    reason: str
 
 
 @dataclass
@@ -96,6 +114,34 @@ def measure(tb, platform: str, mbps: float, seconds: int) -> Row:
     return row
 
 
+def ring_job(tmp: Path, platform: str, iterations: int) -> JobRow:
+    """The FatTree(4) ring through the run pipeline (module doc), on whatever testbed the runs
+    open (emulation.net.testbeds)."""
+    from runs.runner import run_experiment
+
+    exp = tmp / f"ring-{platform.replace(' ', '-')}.yaml"
+    exp.write_text(
+        f"topology: {TOP / 'topologies' / JOB_TOPOLOGY}\njob:\n  model: resnet50\n  scheme: ring\n"
+        f"  compute: calibrated\n  compute_s: 0\n  iterations: {iterations}\n  warmup: 1\n  check: true\n"
+    )
+    s = run_experiment(exp, tmp / "results", progress=False).summary
+    gst = s.gst_s
+    assert gst is not None and gst.mean is not None, f"{platform}: the ring measured no GST"
+    row = JobRow(platform, gst.mean, gst.ci95 or float("nan"), gst.n, bool(s.faithful), s.fidelity_reason)
+    LOG.info("%s", row)
+    return row
+
+
+def job_table(rows: list[JobRow]) -> str:
+    head = ["platform", "GST mean (s)", "95% CI", "n", "verdict"]
+    body = [
+        [r.platform, fmt(r.gst_mean_s, ".3f"), f"±{r.gst_ci95_s:.3f}", str(r.n),
+         ("faithful" if r.faithful else "NOT faithful: " + r.reason[:120])]
+        for r in rows
+    ]  # fmt: skip
+    return md_table(head, body)
+
+
 def table(rows: list[Row]) -> str:
     head = ["platform", "Mbit/s per host", "tunnelled cables", "RTT (ms)", "1 flow", "4 flows"]
     body = [
@@ -109,7 +155,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from emulation.cluster_inventory import load_cluster
     from emulation.cluster_net import ClusterTestbed
-    from emulation.net import Testbed
+    from emulation.net import Testbed, testbeds
     from servers.local import OvsServers
 
     p = bench_parser("bench_cluster", __doc__, f"{' '.join(map(str, QUICK_RATES))} Mbit/s only (~1 min)")
@@ -122,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     rates = args.rates or (QUICK_RATES if args.quick else RATES)
     rows: list[Row] = []
+    jobs: list[JobRow] = []
+    iterations = 2 if args.quick else JOB_ITERATIONS
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         servers = OvsServers(Path(tmp))
         try:
@@ -133,15 +181,21 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(measure(tb, "one machine", mbps, SECONDS))
                 with ClusterTestbed(net, inv) as tb:
                     rows.append(measure(tb, "two servers", mbps, SECONDS))
+            jobs.append(ring_job(Path(tmp), "one machine", iterations))
+            with testbeds(lambda n: ClusterTestbed(n, inv)):
+                jobs.append(ring_job(Path(tmp), "two servers", iterations))
         finally:
             servers.stop()
     m["wall_s"] = time.monotonic() - t0
-    res = {"meta": m, "topology": TOPOLOGY, "rows": [asdict(r) for r in rows]}
+    res = {"meta": m, "topology": TOPOLOGY, "rows": [asdict(r) for r in rows], "ring_job": [asdict(j) for j in jobs]}
     text = (
         f"The 2-rack leaf-spine ({TOPOLOGY}) on one machine and over two servers made on this machine "
         "(servers/local.py), rack 0 to rack 1: idle round trip, one TCP flow and four at once (iperf3, "
         f"{SECONDS} s) against their host cables' rate. Over two servers the rack-to-rack traffic crosses "
-        "VXLAN tunnels; both platforms share this machine's 2 cores.\n\n" + table(rows)
+        "VXLAN tunnels; both platforms share this machine's 2 cores.\n\n" + table(rows) + "\n\n"
+        f"A ring all-reduce over the 16 hosts of FatTree(4) ({JOB_TOPOLOGY}: ResNet50's gradient at its scale, "
+        f"calibrated compute 0, {iterations} measured iterations), through the run pipeline on one machine and "
+        "with `--cluster` over the two servers:\n\n" + job_table(jobs)
     )
     stem = "cluster-quick" if args.quick else "cluster"
     write_results(out_dir, stem, "One network over two servers: what a tunnel costs", res, text, args.quick,
