@@ -204,3 +204,31 @@ def test_a_ring_job_over_two_servers_sums_exactly_and_is_judged_from_both(server
     assert "silent" in v["datapath"], v  # both servers' datapaths were compared
     assert set(v["retrans"]) == {h.name for h in tb.model.hosts()}, v  # every host's TCP counters, read in it
     assert _left_on_servers(servers) == []
+
+
+def test_a_two_module_psnet_tf_job_over_two_servers(servers, tmp_path, no_leftovers):
+    """`testbed run EXP --cluster FILE`, a TF PS job (the tiny model) on PSNet with two modules:
+    the placement splits it at the SuperNode cables, a module per server (each module's ECS patch
+    cables stay whole); its PSs and workers start in their hosts there (each its own interpreter:
+    the fork server works on this machine only). Every measured step has a BCT, the PSs' NICs
+    carried every push, and the verdict is judged. Nothing is left on either server."""
+    inv_file = servers.cluster_file(tmp_path / "cluster.yaml")
+    exp = tmp_path / "psnet-tf.yaml"
+    exp.write_text(
+        f"topology: {REPO / 'topologies' / 'psnet-2modules.yaml'}\n"
+        "job:\n  model: tiny\n  batch_size: 1\n  iterations: 3\n  warmup: 1\n  deadline_s: 300\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", str(exp), "--cluster", str(inv_file), "--no-progress",
+         "--results", str(tmp_path / "results")],
+        capture_output=True, text=True, timeout=900, cwd=REPO, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    summary = json.loads((tmp_path / "results" / "psnet-tf" / "summary.json").read_text())
+    assert summary["bct_s"]["n"] == 3 and summary["bct_s"]["mean"] > 0, summary["bct_s"]
+    tb = ClusterTestbed(REPO / "topologies" / "psnet-2modules.yaml", load_cluster(inv_file))
+    assert {tb.server_of(h.name) for h in tb.model.hosts()} == {"server1", "server2"}, tb.placement.text()
+    assert summary["fidelity"]["samples"] >= 1 and "faithful" in summary["fidelity"], summary["fidelity"]
+    rx = sum(i["rx"] for d in summary["ps_nic_bytes"].values() for i in d.values())
+    assert rx > 4 * summary["model_bytes_emulated"], summary["ps_nic_bytes"]  # 4 steps of every worker's push
+    assert _left_on_servers(servers) == []

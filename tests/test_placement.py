@@ -151,22 +151,3 @@ def test_a_128_host_fattree_is_refused_on_one_machine_and_accepted_on_two_server
         check_job(spec, str(f), [job], machine=here)
     d = check_job(spec, str(f), [job], machine=cluster_machine(here, 2))
     assert d.hosts == 128 and d.switches == 80
-
-
-def test_run_cluster_refuses_a_tf_ps_job_in_one_line(tmp_path):
-    """`testbed run EXP --cluster FILE` with a TF PS job: one line naming the file and the field,
-    before anything is built (its tasks do not start on remote servers yet)."""
-    import subprocess
-    import sys
-
-    (tmp_path / "kh").write_text("")
-    cluster = tmp_path / "cluster.yaml"
-    cluster.write_text(
-        "known_hosts: kh\nservers:\n  - {name: a, ssh: {host: 192.168.1.2}}\n  - {name: b, ssh: {host: 192.168.1.3}}\n"
-    )
-    exp = tmp_path / "tf.yaml"
-    exp.write_text(f"topology: {REPO / 'topologies' / 'psnet-testbed.yaml'}\njob:\n  model: resnet50\n")
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(exp), "--cluster", str(cluster)],
-                       capture_output=True, text=True, cwd=REPO, check=False)  # fmt: skip
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert str(exp) in r.stderr and "job.scheme: tf-ps" in r.stderr and "--cluster" in r.stderr, r.stderr
