@@ -491,12 +491,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         report_only=args.report_only,
         progress=progress_on(args),
         results=Path(args.results),
-        budget=not args.no_budget,
+        budget=not args.no_budget and not args.cluster,
     )
     shortfalls: list[str] = []
     for name in names:
         kind = framework.kind_of(name)
-        done = kind.replay(name, opts)
+        with _over_cluster(args):
+            done = kind.replay(name, opts)
         if done.nothing:
             print(done.nothing)
             continue
@@ -512,6 +513,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return strict_code(args, shortfalls)
 
 
+def _over_cluster(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """`replay`/`matrix --cluster FILE`: every point's network over the servers (testbed.clusterrun),
+    with the budget off (a point's budget is one machine's)."""
+    if not args.cluster:
+        return contextlib.nullcontext()
+    from testbed.clusterrun import cluster_testbeds
+
+    LOG.warning("--cluster: each point runs over %s's servers; the resource budget is not checked", args.cluster)
+    return cluster_testbeds(args.cluster)
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     """The matrix: a figure kind of replays.framework (each cell an emulated run)."""
     from replays import framework
@@ -522,9 +534,10 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         report_only=args.report_only,
         progress=progress_on(args),
-        budget=not args.no_budget,
+        budget=not args.no_budget and not args.cluster,
     )
-    done = framework.Matrices().replay(args.file, opts)
+    with _over_cluster(args):
+        done = framework.Matrices().replay(args.file, opts)
     print(f"{done.name}: {done.report}  {done.figure}")
     return strict_code(args, done.shortfalls)
 
@@ -881,6 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--results", default=str(REPO_DIR / "results"), help="where figure folders go (default: %(default)s)"
     )
     rp.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    rp.add_argument("--cluster", metavar="FILE", help="run every emulated point over this cluster file's servers")
     rp.set_defaults(func=cmd_replay)
     mx = command(sub, "matrix", help="every topology x scheme cell at one rate: table + heat map")
     mx.add_argument(
@@ -891,6 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("--fresh", action="store_true", help="rerun cells already finished")
     mx.add_argument("--report-only", action="store_true", help="redraw table and heat map from saved runs")
     mx.add_argument("--no-budget", **no_budget)  # type: ignore[arg-type]
+    mx.add_argument("--cluster", metavar="FILE", help="run every cell over this cluster file's servers")
     mx.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
     mx.set_defaults(func=cmd_matrix)
     rr = command(

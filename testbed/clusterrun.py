@@ -42,6 +42,16 @@ def cluster_run(experiment: str, cluster_file: str, budget: bool = True) -> Iter
     if budget and exp.budget:
         machine = cluster_machine(Machine.here(topo.mtu), len(inv.servers))
         check_job(topo, str(topo_path), exp.all_jobs, exp.compress, experiment, machine)
+    with cluster_testbeds(cluster_file):
+        yield
+
+
+@contextmanager
+def cluster_testbeds(cluster_file: str) -> Iterator[None]:
+    """Every run inside opens its network over the cluster file's servers, its TF tasks started
+    in their hosts there (module doc). `replay` and `matrix --cluster` use this alone: their
+    points' budget is one machine's, so they run with the budget off."""
+    inv = load_cluster(cluster_file)
     before = os.environ.get(ENV_SWITCH)
     os.environ[ENV_SWITCH] = "0"  # TF tasks as their own interpreters, started in their hosts (module doc)
     try:
@@ -54,4 +64,4 @@ def cluster_run(experiment: str, cluster_file: str, budget: bool = True) -> Iter
             os.environ[ENV_SWITCH] = before
 
 
-__all__ = ["cluster_machine", "cluster_run"]
+__all__ = ["cluster_machine", "cluster_run", "cluster_testbeds"]

@@ -151,3 +151,18 @@ def test_a_128_host_fattree_is_refused_on_one_machine_and_accepted_on_two_server
         check_job(spec, str(f), [job], machine=here)
     d = check_job(spec, str(f), [job], machine=cluster_machine(here, 2))
     assert d.hosts == 128 and d.switches == 80
+
+
+@pytest.mark.parametrize("command", [["replay", "fig1", "--quick"], ["matrix", "--quick"]])
+def test_replay_and_matrix_read_the_cluster_file_first(tmp_path, command):
+    """`replay` and `matrix --cluster FILE` take the cluster file before any point runs: a bad one
+    is one line naming it, exit 2 (within seconds: no network was brought up)."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("servers: []\n")
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", *command, "--cluster", str(bad)],
+                       capture_output=True, text=True, cwd=REPO, check=False, timeout=120)  # fmt: skip
+    assert r.returncode == 2 and str(bad) in r.stderr, r.stderr
+    assert len([ln for ln in r.stderr.splitlines() if "WARNING" not in ln]) == 1, r.stderr
