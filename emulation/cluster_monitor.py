@@ -22,29 +22,47 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from emulation import datapath
+from emulation.cluster import Cluster
 from emulation.fidelity import Monitor, Verdict
 from emulation.phases import Window
+from emulation.placement import Placement
 from emulation.relaying import RelayLoad
 from emulation.remote_sampler import RemoteSampler
 from emulation.sampler import Sample
+from topologies.model import Network
 
 #: the checkout, at the same path on every server
 REPO = Path(__file__).resolve().parents[1]
 
-if TYPE_CHECKING:
-    from emulation.cluster_net import ClusterTestbed
+
+class Servers(Protocol):
+    """What the monitor reads a running testbed over several servers through (ClusterTestbed)."""
+
+    model: Network
+    placement: Placement
+    run_id: str
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+    def server_of(self, node: str) -> str: ...
+
+    def host(self, name: str) -> Any: ...
+
 
 #: runs on a server (the repository's Python, from the checkout): the datapath snapshot of `bridges`
 #: into `path` at the start; at the end, the comparison with a new one, printed as JSON
 _SNAPSHOT = """import pickle, sys
 from emulation import datapath
+from emulation.cluster import Cluster
 pickle.dump(datapath.Snapshot.take(sys.argv[2:]), open(sys.argv[1], "wb"))
 """
 _COMPARE = """import dataclasses, json, os, pickle, sys
 from emulation import datapath
+from emulation.cluster import Cluster
 before = pickle.load(open(sys.argv[1], "rb"))
 os.unlink(sys.argv[1])
 drops = datapath.compare(before, datapath.Snapshot.take(sys.argv[2:]))
@@ -82,7 +100,7 @@ def _tcp_segments(text: str) -> tuple[int, int]:
 class ClusterMonitor(Monitor):
     """A Monitor whose counters come from the servers (module doc); the same start/stop/verdict."""
 
-    def __init__(self, tb: ClusterTestbed, relay: RelayLoad | None = None) -> None:
+    def __init__(self, tb: Servers, relay: RelayLoad | None = None) -> None:
         super().__init__(tb.model, relay=relay)
         self.tb = tb
         self.hosts = {}  # no local host shells: retransmissions are read in each host's shell
