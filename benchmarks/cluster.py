@@ -11,10 +11,12 @@ Both platforms share this machine's 2 cores, so what the tunnel costs here is it
 kernel work, not a second machine's gain; the two servers do run two ovs-vswitchd threads where one
 machine runs one.
 
-Then the issue's goal run: a ring all-reduce over the 16 hosts of FatTree(4) (ResNet50's gradient
-at scale `JOB_SCALE`, calibrated compute 0, `JOB_ITERATIONS` measured iterations), through the run
-pipeline on one machine and with `--cluster` over the two servers: GST mean with its 95% CI and
-the fidelity verdict of each (over two servers, judged from each server's counters). Nothing is
+Then the issue's goal runs, through the run pipeline on one machine and with `--cluster` over the
+two servers: a ring all-reduce over the 16 hosts of FatTree(4) (ResNet50's gradient at scale
+`JOB_SCALE`, calibrated compute 0), and a TF PS job on PSNet with two modules (`TF_EXPERIMENT`,
+a module per server; the one-module prototype cannot be split), `JOB_ITERATIONS` measured
+iterations each: GST or BCT mean with its 95% CI and the fidelity verdict of each (over two
+servers, judged from each server's counters). Nothing is
 asserted: the figures are printed and written.
 """
 
@@ -43,11 +45,18 @@ JOB_ITERATIONS = 5
 JOB_SCALE = 100
 
 
+#: the TF goal run: the PSNet prototype cannot be split (its ECS patch cables are never cut), so
+#: PSNet with two modules, a module per server
+TF_EXPERIMENT = "psnet-2modules-resnet50.yaml"
+
+
 @dataclass
 class JobRow:
+    job: str
     platform: str
-    gst_mean_s: float
-    gst_ci95_s: float
+    metric: str  # GST (a scheme job) or BCT (a TF PS job)
+    mean_s: float
+    ci95_s: float
     n: int
     faithful: bool
     reason: str
@@ -117,28 +126,42 @@ def measure(tb, platform: str, mbps: float, seconds: int) -> Row:
     return row
 
 
-def ring_job(tmp: Path, platform: str, iterations: int) -> JobRow:
-    """The FatTree(4) ring through the run pipeline (module doc), on whatever testbed the runs
-    open (emulation.net.testbeds)."""
+def goal_jobs(iterations: int) -> dict[str, str]:
+    """The issue's goal runs as experiment files (module doc): job name -> its text."""
+    return {
+        "ring, FatTree(4)": (
+            f"topology: {TOP / 'topologies' / JOB_TOPOLOGY}\nscale: {JOB_SCALE}\njob:\n  model: resnet50\n"
+            f"  scheme: ring\n  compute: calibrated\n  compute_s: 0\n  iterations: {iterations}\n  warmup: 1\n"
+            "  check: true\n"
+        ),
+        "TF PS, PSNet 2 modules": (TOP / "workloads" / "experiments" / TF_EXPERIMENT)
+        .read_text()
+        .replace("../../topologies/", f"{TOP / 'topologies'}/")
+        .replace("iterations: 5", f"iterations: {iterations}"),
+    }
+
+
+def goal_job(tmp: Path, job: str, text: str, platform: str) -> JobRow:
+    """One goal run through the run pipeline, on whatever testbed the runs open
+    (emulation.net.testbeds): the ring's GST or the TF job's BCT."""
     from runs.runner import run_experiment
 
-    exp = tmp / f"ring-{platform.replace(' ', '-')}.yaml"
-    exp.write_text(
-        f"topology: {TOP / 'topologies' / JOB_TOPOLOGY}\nscale: {JOB_SCALE}\njob:\n  model: resnet50\n  scheme: ring\n"
-        f"  compute: calibrated\n  compute_s: 0\n  iterations: {iterations}\n  warmup: 1\n  check: true\n"
-    )
+    exp = tmp / f"{len(list(tmp.glob('job-*.yaml')))}.yaml"
+    exp = exp.with_name(f"job-{exp.name}")
+    exp.write_text(text)
     s = run_experiment(exp, tmp / "results", progress=False).summary
-    gst = s.gst_s
-    assert gst is not None and gst.mean is not None, f"{platform}: the ring measured no GST"
-    row = JobRow(platform, gst.mean, gst.ci95 or float("nan"), gst.n, bool(s.faithful), s.fidelity_reason)
+    stat, metric = (s.gst_s, "GST") if s.scheme else (s.bct_s, "BCT")
+    assert stat is not None and stat.mean is not None, f"{job}, {platform}: no {metric} measured"
+    row = JobRow(job, platform, metric, stat.mean, stat.ci95 or float("nan"), stat.n, bool(s.faithful),
+                 s.fidelity_reason)  # fmt: skip
     LOG.info("%s", row)
     return row
 
 
 def job_table(rows: list[JobRow]) -> str:
-    head = ["platform", "GST mean (s)", "95% CI", "n", "verdict"]
+    head = ["job", "platform", "measured", "mean (s)", "95% CI", "n", "verdict"]
     body = [
-        [r.platform, fmt(r.gst_mean_s, ".3f"), f"±{r.gst_ci95_s:.3f}", str(r.n),
+        [r.job, r.platform, r.metric, fmt(r.mean_s, ".3f"), f"±{r.ci95_s:.3f}", str(r.n),
          ("faithful" if r.faithful else "NOT faithful: " + r.reason[:120])]
         for r in rows
     ]  # fmt: skip
@@ -158,8 +181,9 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     from emulation.cluster_inventory import load_cluster
     from emulation.cluster_net import ClusterTestbed
-    from emulation.net import Testbed, testbeds
+    from emulation.net import Testbed
     from servers.local import OvsServers
+    from testbed.clusterrun import cluster_testbeds
 
     p = bench_parser("bench_cluster", __doc__, f"{' '.join(map(str, QUICK_RATES))} Mbit/s only (~1 min)")
     p.add_argument(
@@ -177,29 +201,32 @@ def main(argv: list[str] | None = None) -> int:
         servers = OvsServers(Path(tmp))
         try:
             servers.start()
-            inv = load_cluster(servers.cluster_file(Path(tmp) / "cluster.yaml"))
+            inv_file = servers.cluster_file(Path(tmp) / "cluster.yaml")
+            inv = load_cluster(inv_file)
             for mbps in rates:
                 net = _net(mbps)
                 with Testbed(net) as tb:
                     rows.append(measure(tb, "one machine", mbps, SECONDS))
                 with ClusterTestbed(net, inv) as tb:
                     rows.append(measure(tb, "two servers", mbps, SECONDS))
-            jobs.append(ring_job(Path(tmp), "one machine", iterations))
-            with testbeds(lambda n: ClusterTestbed(n, inv)):
-                jobs.append(ring_job(Path(tmp), "two servers", iterations))
+            for job, text in goal_jobs(iterations).items():
+                jobs.append(goal_job(Path(tmp), job, text, "one machine"))
+                with cluster_testbeds(str(inv_file)):
+                    jobs.append(goal_job(Path(tmp), job, text, "two servers"))
         finally:
             servers.stop()
     m["wall_s"] = time.monotonic() - t0
-    res = {"meta": m, "topology": TOPOLOGY, "rows": [asdict(r) for r in rows], "ring_job": [asdict(j) for j in jobs]}
+    res = {"meta": m, "topology": TOPOLOGY, "rows": [asdict(r) for r in rows], "goal_jobs": [asdict(j) for j in jobs]}
     text = (
         f"The 2-rack leaf-spine ({TOPOLOGY}) on one machine and over two servers made on this machine "
         "(servers/local.py), rack 0 to rack 1: idle round trip, one TCP flow and four at once (iperf3, "
         f"{SECONDS} s) against their host cables' rate. Over two servers the rack-to-rack traffic crosses "
         "VXLAN tunnels; both platforms share this machine's 2 cores.\n\n" + table(rows) + "\n\n"
-        f"A ring all-reduce over the 16 hosts of FatTree(4) ({JOB_TOPOLOGY} at scale {JOB_SCALE}: ResNet50's "
-        f"gradient, {1000 / JOB_SCALE:g} Mbit/s a host cable, "
-        f"calibrated compute 0, {iterations} measured iterations), through the run pipeline on one machine and "
-        "with `--cluster` over the two servers:\n\n" + job_table(jobs)
+        f"The goal runs, through the run pipeline on one machine and with `--cluster` over the two servers "
+        f"({iterations} measured iterations each): a ring all-reduce over the 16 hosts of FatTree(4) ({JOB_TOPOLOGY} "
+        f"at scale {JOB_SCALE}: ResNet50's gradient, {1000 / JOB_SCALE:g} Mbit/s a host cable, calibrated compute "
+        f"0), and the TF PS job of {TF_EXPERIMENT} (ResNet50, real compute; the PSNet prototype cannot be split: "
+        "its ECS patch cables are never cut):\n\n" + job_table(jobs)
     )
     stem = "cluster-quick" if args.quick else "cluster"
     write_results(out_dir, stem, "One network over two servers: what a tunnel costs", res, text, args.quick,
