@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from replays.figure import REPO
 from replays.modelfig import ModelFigure, Panel, Series, compute_point, load_model_figure, spec_data
 from replays.modelfig_report import write_model_report
+from replays.pool import worker_pool
 from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
     if widths:
         procs = _pool_size(len(widths))
         LOG.info("%s: %d points to compute over %d processes", name, sum(map(len, todo.values())), procs)
-        with ProcessPoolExecutor(max_workers=procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(procs) as pool:
             futures = {pool.submit(_compute_width, fig, list(todo[w].items()), w, cap): w for w in widths}
             for done in as_completed(futures):
                 LOG.info("%s: W=%d done (%d points)", name, futures[done], len(todo[futures[done]]))

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from replays.figure import FIGURES, REPO
+from replays.pool import worker_pool
 from replays.schemefig import PointRef, compute_point, fold, load_scheme_figure, slug
 from replays.schemefig_report import write_scheme_report
 from topologies.files import write_json_atomic
@@ -72,7 +72,7 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
         procs = max(1, min(len(todo), os.cpu_count() or 1))
         LOG.info("%s: %d simulations over %d processes", name, len(todo), procs)
         source = str(FIGURES / f"{name}.yaml")
-        with ProcessPoolExecutor(max_workers=procs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(procs) as pool:
             futures = {
                 pool.submit(compute_point, spec, f"{source} ({ref.group}, {ref.series})"): (ref, seed)
                 for ref, seed, spec in todo
