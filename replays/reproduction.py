@@ -179,7 +179,7 @@ def measured_entry(exp: Expected | None, path: Path, summary: FigureSummary, rep
         source=exp.source if exp else "",
         summary=summary,
         summary_path=path,
-        staleness=staleness(prov.commit, summary.depends_on, prov.dirty_files, repo),
+        staleness=staleness(prov.commit, summary.depends_on, prov.dirty_files, repo, kind=summary.kind),
         cards=[card_of(h, points) for h in summary.headlines],
         figures=[folder / f for f in summary.files.figures if present[f]],
         report=folder / summary.files.report if summary.files.report and present[summary.files.report] else None,

@@ -16,8 +16,11 @@ Any other added file counts (a topology or figure YAML is found by listing its f
 Code is what a run imports: a changed module inside a dependency folder counts only if the
 result's entry modules reach it, by imports or by naming it (replays.imports), at the result's
 commit or now. The entry modules are the `.py` files a result names (its benchmark's script, say)
-and, where it depends on the whole replays/ folder, the replay framework (`ENTRIES`). A module
-of the cluster edition, which no replay imports, then stales nothing it cannot act on. A result
+and, where it depends on the whole replays/ folder, where its kind of figure is evaluated and
+reported (`KIND_ENTRIES`: an emulated figure's sweep and report, a model figure's evaluator; the
+replay framework, `ENTRIES`, for a kind not listed). A module of the cluster edition, which no
+replay imports, then stales nothing it cannot act on; nor does the flow model's evaluator an
+emulated figure, nor the emulator a closed-form model figure. A result
 naming no entry module keeps the folder rule: every module in the folder counts. (Imports added
 by an uncommitted edit are not followed: the closure is read from commits.)
 
@@ -57,6 +60,15 @@ PLATFORM = (
 #: where every replay starts (`testbed replay` runs figures through it): an entry module of any
 #: result that depends on a folder holding it
 ENTRIES = ("replays/framework.py",)
+#: where each kind of figure (replays.evidence's `kind`) is evaluated and reported, which the
+#: framework imports lazily (replays.framework); a scheme figure is a model figure whose summary
+#: names runs/simulate.py
+KIND_ENTRIES = {
+    "figure": ("replays/sweep.py", "replays/report.py", "runs/predict.py", "runs/steptime.py"),
+    "model-figure": ("replays/modelreplay.py", "replays/modelfig_report.py"),
+    "scheme-figure": ("replays/schemefig_replay.py", "replays/schemefig_report.py"),
+    "matrix": ("replays/matrix.py", "replays/matrix_report.py"),
+}
 #: files named in a stale mark's text
 SHOWN = 3
 
@@ -95,19 +107,24 @@ def _prose(path: str, deps: Iterable[str]) -> bool:
     return path.endswith(".md") and not any(path == d for d in deps)
 
 
-def entry_modules(depends_on: Iterable[str]) -> tuple[str, ...]:
-    """The modules a result's run starts from: the `.py` files it names, and each of `ENTRIES`
-    inside a folder it depends on."""
+def entry_modules(depends_on: Iterable[str], kind: str | None = None) -> tuple[str, ...]:
+    """The modules a result's run starts from: the `.py` files it names, and its kind's entries
+    (`KIND_ENTRIES`, else `ENTRIES`) inside a folder it depends on."""
     deps = list(depends_on)
     named = [d for d in deps if d.endswith(".py")]
     folders = [d for d in deps if d.endswith("/")]
-    return tuple(dict.fromkeys([*named, *(e for e in ENTRIES if _within(e, folders))]))
+    if kind == "model-figure" and "runs/simulate.py" in deps:
+        kind = "scheme-figure"
+    entries = KIND_ENTRIES.get(kind or "", ENTRIES)
+    return tuple(dict.fromkeys([*named, *(e for e in entries if _within(e, folders))]))
 
 
-def _outside_closure(paths: list[str], depends_on: list[str], revs: tuple[str, str], repo: Path) -> set[str]:
+def _outside_closure(
+    paths: list[str], depends_on: list[str], revs: tuple[str, str], repo: Path, kind: str | None = None
+) -> set[str]:
     """The modules among `paths` that no entry module reaches at either commit (and that no
     dependency names): changes to them are no change to the result. Empty without entry modules."""
-    roots = entry_modules(depends_on)
+    roots = entry_modules(depends_on, kind)
     modules = [p for p in paths if p.endswith(".py") and p not in depends_on]
     if not roots or not modules:
         return set()
@@ -133,10 +150,12 @@ def staleness(
     dirty_files: dict[str, str | None] | None = None,
     repo: Path = REPO,
     rev: str = "HEAD",
+    kind: str | None = None,
 ) -> Staleness:
     """The result's state: stale where a dependency changed since `commit` (see the module doc):
-    against_tree with `rev` as the tree, which has no local changes of its own."""
-    return against_tree(commit, dirty_files, rev, {}, depends_on, repo)
+    against_tree with `rev` as the tree, which has no local changes of its own. `kind`: the
+    result's (replays.evidence), which names its entry modules."""
+    return against_tree(commit, dirty_files, rev, {}, depends_on, repo, kind)
 
 
 def _unknown(commit: str | None, repo: Path) -> Staleness | None:
@@ -158,6 +177,7 @@ def against_tree(
     now_dirty: dict[str, str | None] | None,
     depends_on: list[str],
     repo: Path = REPO,
+    kind: str | None = None,
 ) -> Staleness:
     """A result's state against the work tree now rather than HEAD: what a resumed sweep would run
     (`now_*`: replays.provenance.git_state of the tree). Each dependency's content then (its blob
@@ -180,7 +200,7 @@ def against_tree(
     candidates = sorted({p for p in diff.stdout.split("\0") if p} | set(then_dirty) | set(tree_dirty))
     at_then = head_blobs(repo, candidates, commit)
     at_now = head_blobs(repo, candidates, now_commit)
-    unreached = _outside_closure(candidates, depends_on, (commit, now_commit), repo)
+    unreached = _outside_closure(candidates, depends_on, (commit, now_commit), repo, kind)
     changed = [
         p
         for p in candidates

@@ -150,3 +150,20 @@ def test_a_module_no_entry_reaches_is_not_a_change(tmp_path):
     (r / "pkg" / "unused.py").write_text("v = 4\n")
     commit_all(r, "the entry imports it now")
     assert "pkg/unused.py" in staleness(second, ["pkg/entry.py", "pkg/"], repo=r).changed
+
+
+def test_a_figures_kind_names_where_its_code_starts():
+    """A figure that depends on the whole replays/ folder starts where its kind is evaluated: an
+    emulated figure at the sweep and its report, a model figure at its evaluator, a scheme figure
+    (a model figure naming runs/simulate.py) at the scheme evaluator; a kind not listed, and no
+    kind, at the replay framework. Files a result names are entries whatever its kind."""
+    from replays.staleness import ENTRIES, KIND_ENTRIES, entry_modules
+
+    deps = ["workloads/figures/x.yaml", "replays/", "runs/"]
+    assert entry_modules(deps, "figure") == KIND_ENTRIES["figure"]
+    assert entry_modules(deps, "model-figure") == ("replays/modelreplay.py", "replays/modelfig_report.py")
+    assert entry_modules([*deps, "runs/simulate.py"], "model-figure") == (
+        "runs/simulate.py", *KIND_ENTRIES["scheme-figure"],
+    )  # fmt: skip
+    assert entry_modules(deps, None) == ENTRIES == entry_modules(deps, "benchmark")
+    assert entry_modules(["workloads/figures/x.yaml"], "figure") == ()  # no replays/ folder: the folder rule
