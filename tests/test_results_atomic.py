@@ -104,8 +104,13 @@ class Killed(BaseException):
     """Stands for SIGKILL: nothing after it runs (not even the run's own error handling)."""
 
 
+def killed(*args, **kw):
+    raise Killed
+
+
 class UpNetwork:
-    """Stands for the emulated network once up (emulation.net.Testbed holds the emulator lock)."""
+    """Stands for the emulated network once up (emulation.net.Testbed holds the emulator lock);
+    killed as the run starts its monitor, the first thing it does on the network."""
 
     def __init__(self, net):
         self.net = net
@@ -116,23 +121,19 @@ class UpNetwork:
     def __exit__(self, *exc):
         return False
 
-
-def killed(*args, **kw):
-    raise Killed
+    monitor = killed
 
 
-def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path, monkeypatch):
+def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path):
     """The issue's case: `testbed run leafspine-rat.yaml`, then the same run killed once its network
     is up. The real run_job up to the emulator; the emulator's bring-up and monitor stood in for."""
-    import runs.engine_job
+    from emulation.net import testbeds
     from runs.runner import run_experiment
 
-    monkeypatch.setattr(runs.engine_job, "Testbed", UpNetwork)
-    monkeypatch.setattr(runs.engine_job, "Monitor", killed)  # the first thing the run does on the network
     results = tmp_path / "results"
     out = results / "leafspine-rat"
     old = previous_run(out)
-    with pytest.raises(Killed):
+    with testbeds(UpNetwork), pytest.raises(Killed):  # the runs open this testbed (emulation.net.open_testbed)
         run_experiment(scheme_experiment(tmp_path), results, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "notes.md"]  # the user's note stays
     assert json.loads((out / "manifest.json").read_text())["run_id"] != "old"
@@ -147,22 +148,21 @@ def test_a_killed_rerun_leaves_no_old_summary_beside_its_manifest(tmp_path, monk
     )
     assert load_run(str(prev)).summary.as_dict() == old
     # killed again: the leftovers (no summary) are removed, the kept previous run is not replaced
-    with pytest.raises(Killed):
+    with testbeds(UpNetwork), pytest.raises(Killed):
         run_experiment(scheme_experiment(tmp_path), results, progress=False)
     assert json.loads((prev / "summary.json").read_text()) == old
 
 
-def test_a_run_killed_before_its_network_is_up_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+def test_a_run_killed_before_its_network_is_up_leaves_the_folder_as_it_was(tmp_path):
     """Queued behind another emulation or killed in bring-up: the run never held the emulator, so it
     touched nothing (another run of the same name may still be writing there)."""
-    import runs.engine_job
+    from emulation.net import testbeds
     from runs.runner import run_experiment
 
-    monkeypatch.setattr(runs.engine_job, "Testbed", killed)
     results = tmp_path / "results"
     old = previous_run(results / "leafspine-rat")
     listing = sorted(p.name for p in (results / "leafspine-rat").iterdir())
-    with pytest.raises(Killed):
+    with testbeds(killed), pytest.raises(Killed):
         run_experiment(scheme_experiment(tmp_path), results, progress=False)
     assert sorted(p.name for p in (results / "leafspine-rat").iterdir()) == listing
     assert load_run(str(results / "leafspine-rat")).summary.as_dict() == old
