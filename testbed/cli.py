@@ -494,18 +494,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
         budget=not args.no_budget and not args.cluster,
     )
     shortfalls: list[str] = []
-    for name in names:
-        kind = framework.kind_of(name)
-        with _over_cluster(args):
+    with _over_cluster(args):
+        for name in names:
+            kind = framework.kind_of(name)
             done = kind.replay(name, opts)
-        if done.nothing:
-            print(done.nothing)
-            continue
-        print(f"{name}: {done.report}  {done.figure}")
-        shortfalls += done.shortfalls
-        headline = speedup_table(done.out) if kind.kind == "figure" else ""
-        if headline:
-            print(headline)
+            if done.nothing:
+                print(done.nothing)
+                continue
+            print(f"{name}: {done.report}  {done.figure}")
+            shortfalls += done.shortfalls
+            headline = speedup_table(done.out) if kind.kind == "figure" else ""
+            if headline:
+                print(headline)
     if group is not None:
         from replays.report import overview
 
