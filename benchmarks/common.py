@@ -105,7 +105,7 @@ def meta(args: argparse.Namespace) -> dict:
 
     return {
         "git_commit": out("git", "rev-parse", "HEAD"),
-        "git_dirty": bool(out("git", "status", "--porcelain")),
+        "git_dirty": prov.dirty,  # local changes to inputs: results being written do not count
         "kernel": platform.release(),
         "ovs": out("ovs-vswitchd", "--version").splitlines()[0] if out("ovs-vswitchd", "--version") else "",
         "python": platform.python_version(),

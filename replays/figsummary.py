@@ -6,14 +6,18 @@ An emulated figure (replays.report), a model figure (replays.modelfig_report) an
 the page's headline (the number behind it where the claim type has one, the verdict as the claims
 engine wrote it) and writes the summary through replays.outputs, beside the report.
 
-The provenance is captured when the report is written (replays.provenance: commit, local changes,
-machine, command line) with the wall time of the last run (`run.json`, the time queued for the
-emulator left out), so a `--report-only` redraw records the tree that drew it.
+The provenance is the run's (replays.provenance: commit, local changes, machine, command line),
+captured when its points started, not when its report was written: a commit made while a replay
+ran must not pass for the code its points ran on. An emulated replay keeps it in `run.json` with
+its wall time (the time queued for the emulator left out); a model replay hands it over itself.
+A `--report-only` redraw of runs with no `run.json` records the tree that drew it.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +26,7 @@ from replays import outputs
 from replays.catalogue import paper_of
 from replays.claims import PAPER_EQ, ClaimResult
 from replays.evidence import FigureSummary, Files, Headline, PointFidelity, write_summary
-from replays.provenance import capture
+from replays.provenance import Provenance, capture
 
 #: what every replay's numbers depend on beside its own file: the replay code, the topology model
 #: and the papers' numbers
@@ -95,6 +99,21 @@ def unique(headlines: list[Headline]) -> list[Headline]:
     return out
 
 
+def run_record(wall_s: float, queued_s: float, started: Provenance) -> dict[str, Any]:
+    """`run.json` of a replay whose points ran: its wall time, the time queued, and the tree it started on."""
+    return {"wall_s": wall_s, "queued_s": queued_s, "ended": time.time(), "provenance": started.model_dump()}
+
+
+def last_run(out: Path) -> tuple[float | None, Provenance | None]:
+    """The last run's wall time (queueing left out) and start provenance from `out`/run.json, if any."""
+    path = out / "run.json"
+    if not path.exists():
+        return None, None
+    run = json.loads(path.read_text())
+    started = Provenance.model_validate(run["provenance"]) if "provenance" in run else None
+    return run["wall_s"] - run.get("queued_s", 0.0), started
+
+
 def write_figure_summary(
     out: Path,
     *,
@@ -109,9 +128,11 @@ def write_figure_summary(
     points: Sequence[PointFidelity],
     headlines: Sequence[Headline] = (),
     repetitions: int | None = None,
+    started: Provenance | None = None,
 ) -> Path:
-    """results/<name>/summary.json for the replay whose report `files` were just written in `out`."""
-    provenance = capture(quick=quick)
+    """results/<name>/summary.json for the replay whose report `files` were just written in `out`;
+    `started`: the provenance captured when its points started (else: now)."""
+    provenance = started or capture(quick=quick)
     summary = FigureSummary(
         name=out.name,
         kind=kind,

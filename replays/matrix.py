@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from replays import sweep
+from replays import figsummary, sweep
 from replays.figure import REPO, TOPOLOGIES, Figure, Point, rep_dir
 from replays.provenance import capture
 from runs.engine_job import prepare
@@ -273,5 +273,5 @@ def run_matrix(
             (sweep.finished(rep_dir(out, c.point, k)) or {}).get("timings", {}).get("lock_wait_s", 0.0) for c, k in todo
         )
         wall = time.monotonic() - t0
-        write_json_atomic(out / "run.json", {"wall_s": wall, "queued_s": queued, "ended": time.time()}, indent=None)
+        write_json_atomic(out / "run.json", figsummary.run_record(wall, queued, now), indent=None)
     return MatrixRun(m, fig, cells, out, reps, quick, path)

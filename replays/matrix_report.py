@@ -256,7 +256,7 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
                 continue
             if size is not None:
                 sizes.append(size)
-    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    wall_s, started = figsummary.last_run(out)
     rep = MatrixReport(
         matrix=m.matrix,
         title=m.title,
@@ -267,7 +267,7 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
         gradient_bytes_emulated=statistics.median(sizes) if sizes else None,
         repetitions=reps,
         job=fig.job,
-        wall_s=run["wall_s"] - run.get("queued_s", 0.0) if run else None,
+        wall_s=wall_s,
         cells=results,
     )
     files = outputs.ReportFiles(
@@ -292,5 +292,6 @@ def write_matrix_report(run: MatrixRun) -> MatrixReport:
             for c, r in zip(cells, results, strict=True)
         ],
         repetitions=reps,
+        started=started,
     )
     return rep

@@ -21,6 +21,7 @@ from replays import figsummary, outputs
 from replays.claims import Claim, ClaimResult, evaluate
 from replays.evidence import PointFidelity
 from replays.modelfig import ModelFigure
+from replays.provenance import Provenance
 
 LOG = logging.getLogger(__name__)
 
@@ -185,7 +186,13 @@ def differences(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_model_report(
-    fig: ModelFigure, out: Path, rows: list[dict[str, Any]], cap: int, quick: bool, wall_s: float
+    fig: ModelFigure,
+    out: Path,
+    rows: list[dict[str, Any]],
+    cap: int,
+    quick: bool,
+    wall_s: float,
+    started: Provenance | None = None,
 ) -> None:
     verdicts = judge(fig.claims, rows)
     notes = sorted({r["flowmodel_note"] for r in rows if r.get("flowmodel_note")})
@@ -235,4 +242,5 @@ def write_model_report(
         files=files,
         points=[PointFidelity(id=p, faithful=None, fidelity="model") for p in dict.fromkeys(map(point_id, rows))],
         headlines=[figsummary.headline(fig.figure, ClaimResult.model_validate(v), v["model"]) for v in verdicts],
+        started=started,
     )

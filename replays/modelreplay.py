@@ -21,6 +21,7 @@ from replays.figure import REPO
 from replays.modelfig import ModelFigure, Panel, Series, compute_point, load_model_figure, spec_data
 from replays.modelfig_report import write_model_report
 from replays.pool import worker_pool
+from replays.provenance import capture
 from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
     xs = fig.quick.workers if quick else fig.workers
     cap = fig.quick.flowmodel_max_workers if quick else fig.flowmodel_max_workers
     t0 = time.monotonic()
+    started = capture(quick)  # the tree its points are computed on
     wanted: list[tuple[Panel, Series, int, str]] = []
     points: dict[str, dict[str, Any]] = {}  # by spec: a line two panels share runs once
     todo: dict[int, dict[str, Series]] = {}  # W -> pending points by key
@@ -97,5 +99,5 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
         write_json_atomic(point_file(out, panel, series, w), points[key])
         rows.append({"panel": panel.id, "series": series.label, **points[key]})
     wall = time.monotonic() - t0
-    write_model_report(fig, out, rows, cap, quick, wall)
+    write_model_report(fig, out, rows, cap, quick, wall, started)
     return out

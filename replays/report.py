@@ -33,6 +33,7 @@ from replays.claims import (
 )
 from replays.evidence import PointFidelity
 from replays.figure import METRIC_KEYS, METRIC_LABELS, METRIC_UNITS, REPO, Figure, Point, rep_dir
+from replays.provenance import Provenance
 from runs.stats import describe
 from runs.summary import RunSummary, Stats, SummaryError, read_summary
 from workloads.experiment import host_time_mode
@@ -700,9 +701,9 @@ def write_report(
     whole: topologies.files); returns the claims. `redrawn`: as collect's (--report-only)."""
     rows = collect(out, points, reps, fig.metric, redrawn)
     notes = {p.id: "; ".join(filter(None, [notes.get(p.id, ""), *retry_notes(out, p, reps)])) for p in points}
-    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
-    if wall_s is None and run:
-        wall_s = run["wall_s"] - run.get("queued_s", 0.0)
+    last_wall, started = figsummary.last_run(out)
+    if wall_s is None:
+        wall_s = last_wall
     reference = paper_reference()
     rep = FigureReport(
         figure=fig.figure,
@@ -742,11 +743,13 @@ def write_report(
     table = outputs.Table("summary.csv", list(CSV_FIELDS), csv_rows(rep.points))
     files = outputs.ReportFiles(("report.md", text), ("report.json", rep), table, plots)
     outputs.write_report_files(out, files)
-    write_summary(fig, out, rep, files)
+    write_summary(fig, out, rep, files, started)
     return rep.claims
 
 
-def write_summary(fig: Figure, out: Path, rep: FigureReport, files: outputs.ReportFiles) -> Path:
+def write_summary(
+    fig: Figure, out: Path, rep: FigureReport, files: outputs.ReportFiles, started: Provenance | None = None
+) -> Path:
     """The figure-level summary.json (replays.figsummary): a card per claim result, a speed-up's
     with the decomposition of the BCTs it compares."""
     cards = []
@@ -773,6 +776,7 @@ def write_summary(fig: Figure, out: Path, rep: FigureReport, files: outputs.Repo
         points=[PointFidelity(id=p.id, faithful=p.faithful, fidelity=p.fidelity) for p in rep.points],
         headlines=cards,
         repetitions=rep.repetitions,
+        started=started,
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from replays.figure import FIGURES, REPO
 from replays.pool import worker_pool
+from replays.provenance import capture
 from replays.schemefig import PointRef, compute_point, fold, load_scheme_figure, slug
 from replays.schemefig_report import write_scheme_report
 from topologies.files import write_json_atomic
@@ -56,6 +57,7 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
     out = results / (f"{name}-quick" if quick else name)
     (out / "points").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    started = capture(quick)  # the tree its points are computed on
     refs = fig.points(quick)
     runs: dict[tuple[str, int | None], dict[str, Any]] = {}
     todo: list[tuple[PointRef, int | None, dict[str, Any]]] = []
@@ -88,5 +90,5 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
     for ref in refs:
         folded = fold([runs[(ref.id, seed)] for seed in fig.seeds(ref.g, quick)])
         rows.append({"id": ref.id, "group": ref.group, "series": ref.series, "x": ref.x, **folded})
-    write_scheme_report(fig, out, rows, quick, time.monotonic() - t0)
+    write_scheme_report(fig, out, rows, quick, time.monotonic() - t0, started)
     return out

@@ -18,6 +18,7 @@ from typing import Any
 from replays import figsummary, outputs
 from replays.claims import ClaimResult, FasterThan, evaluate, paper_reference
 from replays.evidence import PointFidelity
+from replays.provenance import Provenance
 from replays.schemefig import SchemeModelFigure
 
 LOG = logging.getLogger(__name__)
@@ -191,7 +192,12 @@ def cost(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_scheme_report(
-    fig: SchemeModelFigure, out: Path, rows: list[dict[str, Any]], quick: bool, wall_s: float
+    fig: SchemeModelFigure,
+    out: Path,
+    rows: list[dict[str, Any]],
+    quick: bool,
+    wall_s: float,
+    started: Provenance | None = None,
 ) -> None:
     verdicts = judge(fig, rows)
     configs = sorted({r["config"] for r in rows})
@@ -258,4 +264,5 @@ def write_scheme_report(
         files=files,
         points=[PointFidelity(id=r["id"], faithful=None, fidelity="model") for r in rows],
         headlines=[figsummary.headline(fig.figure, ClaimResult.model_validate(v), v["model"]) for v in verdicts],
+        started=started,
     )

@@ -36,6 +36,7 @@ import logging
 import time
 from pathlib import Path
 
+from replays import figsummary
 from replays import provenance as prov
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
 from replays.report import write_report
@@ -351,6 +352,6 @@ def run_figure(
     queued = sum(json.loads(f.read_text()).get("timings", {}).get("lock_wait_s", 0.0) for f in summaries if f.exists())
     wall = time.monotonic() - t0
     if ran:  # a resume that only kept finished runs keeps the last sweep's time
-        write_json_atomic(out / "run.json", {"wall_s": wall, "queued_s": queued, "ended": time.time()}, indent=None)
+        write_json_atomic(out / "run.json", figsummary.run_record(wall, queued, now), indent=None)
     write_report(fig, out, points_to_run(fig, quick), reps, notes, quick=quick)
     return out
