@@ -57,12 +57,10 @@ class Servers(Protocol):
 #: into `path` at the start; at the end, the comparison with a new one, printed as JSON
 _SNAPSHOT = """import pickle, sys
 from emulation import datapath
-from emulation.cluster import Cluster
 pickle.dump(datapath.Snapshot.take(sys.argv[2:]), open(sys.argv[1], "wb"))
 """
 _COMPARE = """import dataclasses, json, os, pickle, sys
 from emulation import datapath
-from emulation.cluster import Cluster
 before = pickle.load(open(sys.argv[1], "rb"))
 os.unlink(sys.argv[1])
 drops = datapath.compare(before, datapath.Snapshot.take(sys.argv[2:]))
@@ -112,6 +110,7 @@ class ClusterMonitor(Monitor):
         self.bridges_on = {s: [b for b in self.bridges if tb.server_of(b) == s] for s in on}
         self.remote = RemoteSampler(tb.cluster.config, on, period_s=self.sampler.period_s / 4)
         self._snap = {s: f"/tmp/psnet-{tb.run_id}-{s}.snapshot" for s in on}
+        self._windows: list[Window] | None = None
 
     def _python(self, server: str, code: str, *args: str) -> str:
         """Run `code` with the repository's Python on `server`, in the checkout (module doc)."""
@@ -127,6 +126,9 @@ class ClusterMonitor(Monitor):
 
     @property
     def windows(self) -> list[Window]:
+        """The servers' rounds merged (once, after stop(): the verdict reads them several times)."""
+        if self._windows is not None:
+            return self._windows
         return self.remote.windows(self.intfs)
 
     def start(self) -> ClusterMonitor:
@@ -154,6 +156,7 @@ class ClusterMonitor(Monitor):
 
     def stop(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
         self.remote.stop()
+        self._windows = self.remote.windows(self.intfs)
         self._count_drops()
         return self.verdict(since, loopback_only)
 

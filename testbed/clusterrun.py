@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from emulation.cluster_inventory import load_cluster
+from emulation.cluster_inventory import ClusterInventory, load_cluster
 from emulation.cluster_net import ClusterTestbed
 from emulation.net import testbeds
 from tfjob.forkserver import ENV_SWITCH
@@ -42,16 +42,16 @@ def cluster_run(experiment: str, cluster_file: str, budget: bool = True) -> Iter
     if budget and exp.budget:
         machine = cluster_machine(Machine.here(topo.mtu), len(inv.servers))
         check_job(topo, str(topo_path), exp.all_jobs, exp.compress, experiment, machine)
-    with cluster_testbeds(cluster_file):
+    with cluster_testbeds(inv):
         yield
 
 
 @contextmanager
-def cluster_testbeds(cluster_file: str) -> Iterator[None]:
-    """Every run inside opens its network over the cluster file's servers, its TF tasks started
-    in their hosts there (module doc). `replay` and `matrix --cluster` use this alone: their
-    points' budget is one machine's, so they run with the budget off."""
-    inv = load_cluster(cluster_file)
+def cluster_testbeds(cluster: str | ClusterInventory) -> Iterator[None]:
+    """Every run inside opens its network over the cluster file's servers (`cluster`: the file, or
+    it loaded), its TF tasks started in their hosts there (module doc). `replay` and `matrix
+    --cluster` use this alone: their points' budget is one machine's, so they run with the budget off."""
+    inv = load_cluster(cluster) if isinstance(cluster, str) else cluster
     before = os.environ.get(ENV_SWITCH)
     os.environ[ENV_SWITCH] = "0"  # TF tasks as their own interpreters, started in their hosts (module doc)
     try:
