@@ -203,13 +203,13 @@ def _inputs(c: Case):
     return platform(c.net, flow_routes(c.net, traffic.pairs()), False), traffic
 
 
-def simulate_pairs(pairs: list[tuple[Case, dict[str, str]]]) -> list[float]:
+def simulate_pairs(pairs: list[tuple[Case, dict[str, str]]], inputs: dict[str, tuple] | None = None) -> list[float]:
     """Each (case, configuration) pair simulated (models.flow.simgrid.simulate_many: SIM_PARALLEL
-    forked processes; each case's platform and traffic built once): seconds, nan where a
-    simulation failed."""
+    forked processes; each case's platform and traffic built once, or taken from `inputs` by case
+    name): seconds, nan where a simulation failed."""
     from models.flow.simgrid import simulate_many
 
-    inputs: dict[str, tuple] = {}
+    inputs = {} if inputs is None else inputs
     for c, _ in pairs:
         if c.name not in inputs:
             inputs[c.name] = _inputs(c)
@@ -231,8 +231,8 @@ def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
     """Per case: exact max-min and the legacy form's probe (b = 1, c = PROBE_S: its growth with c,
     the critical path's messages); per case the fit uses (fit_rows), every other Sharing value of
     the grid too (a point the fit never reads is not simulated on it)."""
-    from models.flow.demands import from_schedule
     from models.flow.fit import MAX_MIN, Point, Sharing
+    from models.flow.simgrid import cable_load_gbps
 
     def key(c: Case, cfg: dict[str, str]) -> tuple[str, str]:
         return c.name, json.dumps(cfg, sort_keys=True)
@@ -241,15 +241,17 @@ def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
     others = [s for s in grid if s != MAX_MIN]
     pairs = [(c, cfg) for c in todo for cfg in (MAX_MIN.settings(), probe)]
     pairs += [(c, s.settings()) for c, use in zip(todo, fit_rows(rows), strict=True) if use for s in others]
-    secs = dict(zip((key(c, cfg) for c, cfg in pairs), simulate_pairs(pairs), strict=True))
+    inputs = {c.name: _inputs(c) for c in todo}
+    secs = dict(zip((key(c, cfg) for c, cfg in pairs), simulate_pairs(pairs, inputs), strict=True))
     points = []
     for c, row in zip(todo, rows, strict=True):
         sims = {s.label: secs[key(c, s.settings())] for s in grid if key(c, s.settings()) in secs}
         base = sims[MAX_MIN.label]
         slope = (secs[key(c, probe)] - base) / PROBE_S
-        fan_in = from_schedule(c.prep.sched).fan_in()
-        row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in)
-        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims))
+        plat, traffic = inputs[c.name]
+        fan_in, load = traffic.fan_in(), cable_load_gbps(plat, traffic)
+        row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in, cable_load_gbps=load)
+        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims, load))
     return points
 
 
@@ -525,7 +527,8 @@ def forms_table(forms: list[dict]) -> str:
                  f"weight-S {v['weight_s']:g}" if v["weight_s"] else "",
                  f"queue {v['queue_bytes']:g} B" if v.get("queue_bytes") else "",
                  f"datapath {v['datapath_bps'] * 8e-6:g} Mbit/s x cables" if v.get("datapath_bps") else "",
-                 f"k {v['fan_in_factor']:.3f}" if v["fan_in_factor"] else ""]  # fmt: skip
+                 f"k {v['fan_in_factor']:.3f}" if v["fan_in_factor"] else "",
+                 f"a {v['load_factor']:.3f} per Gbit/s" if v.get("load_factor") else ""]  # fmt: skip
         fi, ho = f["fitted"], f["held_out"]
         rows.append([f["form"], f"{fi['median_abs_error'] * 100:.1f}%", f"{fi['within_10pct'] * 100:.0f}%",
                      f"{ho['median_abs_error'] * 100:.1f}%", f"{ho['within_10pct'] * 100:.0f}%",
@@ -539,12 +542,13 @@ def _where(row: dict) -> str:
 
 
 def format_tables(res: dict) -> str:
-    head = ["topology", "traffic", "hosts", "busiest cable (s)", "emulated GST (s)", "simulated, max-min (s)",
-            "simulated, calibrated (s)", "calibrated / emulated", "within 5%?", "held out / emulated",
-            "why not"]  # fmt: skip
+    head = ["topology", "traffic", "hosts", "busiest cable (s)", "all cables (Gbit/s)", "emulated GST (s)",
+            "simulated, max-min (s)", "simulated, calibrated (s)", "calibrated / emulated", "within 5%?",
+            "held out / emulated", "why not"]  # fmt: skip
     rows = [
         [_where(r), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
-         fmt(r.get("expected_s"), ".3f"), fmt(r["emulated_s"], ".3f"), fmt(r.get("uncalibrated_s"), ".3f"),
+         fmt(r.get("expected_s"), ".3f"), fmt(r.get("cable_load_gbps"), ".2f"), fmt(r["emulated_s"], ".3f"),
+         fmt(r.get("uncalibrated_s"), ".3f"),
          fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), "yes" if r.get("within_goal") else "no",
          fmt(r.get("held_out_ratio"), ".3f"), r.get("why", "") or "-"]
         for r in res["points"]
@@ -559,7 +563,8 @@ def format_tables(res: dict) -> str:
             f"headers' {'on' if f['headers'] else 'off'}, message latency {f['message_latency_s'] * 1e3:.3g} ms, "
             f"latency per cable {f['hop_latency_s'] * 1e3:.3g} ms, weight-S {f['weight_s']:g}, queue "
             f"{f.get('queue_bytes', 0):g} B, datapath {f.get('datapath_bps', 0) * 8e-6:g} Mbit/s x cables (0: none), "
-            f"fan-in k {f['fan_in_factor']:.3f}), fitted on {f['points']} points. Within 5%: {within} of "
+            f"fan-in k {f['fan_in_factor']:.3f}, load a {f.get('load_factor', 0):.3f} per Gbit/s over all cables), "
+            f"fitted on {f['points']} points. Within 5%: {within} of "
             f"{len(res['points'])} points. Fitted on {cal['fitted_on']}."
         )
         parts.append(held_out_line(cal, res["points"]))

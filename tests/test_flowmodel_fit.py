@@ -297,3 +297,48 @@ def test_simulate_many_forks_the_same_simulations():
     jobs = [(two_racks(), incast(), s.settings()) for s in (MAX_MIN, Sharing(hop_s=1e-4, headers=False))]
     got = simulate_many(jobs, 2)
     assert [r.finish_s for r in got] == [simulate(*job).finish_s for job in jobs]
+
+
+def test_fit_recovers_the_emulators_load_factor_and_held_out_judges_it():
+    """Points slowed by (1 + a L) on top of the headers and a fan-in term: the form with the load
+    term finds a (and k); without it the fit is worse; held out, each topology's a comes from the
+    others and still predicts it."""
+    a, k = 0.12, 0.05
+    terms = [(1.0, 1, 0.3), (2.0, 4, 1.5), (0.5, 1, 3.0), (2.0, 7, 0.8), (1.0, 15, 4.2), (0.8, 2, 2.0)]
+    pts = [
+        Point(f"t{i % 3}.yaml p{i}", h * (1 + k * math.log(f)) * (1 + a * load), h / 1.05, 0.0, f,
+              {HEADERS.label: h}, load)
+        for i, (h, f, load) in enumerate(terms)
+    ]  # fmt: skip
+    with_load = Form("headers, k, load a", (HEADERS,), fan_in=True, load=True)
+    got = fit(pts, with_load)
+    assert (got.load_factor, got.fan_in_factor) == pytest.approx((a, k), rel=1e-3)
+    assert got.model_s(pts[4]) == pytest.approx(pts[4].emulated_s, rel=1e-6)
+    assert fit(pts, Form("headers, k", (HEADERS,), fan_in=True)).rms_log_error > 0.05 > got.rms_log_error
+    assert held_out(pts, topology, with_load).median_abs < 1e-3
+    names = [f.name for f in candidate_forms()]
+    assert "headers, load a" in names and "headers, message latency, k, load a" in names
+    # points with no load known: nothing to fit a on
+    assert fit([Point(p.name, p.emulated_s, p.base_s, 0.0, p.fan_in, p.sims) for p in pts], with_load).load_factor == 0
+
+
+def test_the_load_factor_multiplies_the_simulated_time_by_the_cables_load():
+    """Two hosts on one 1 MB/s switch path (two cables) exchanging 1 MB each way: every directed
+    cable carries 1 MB at 1 MB/s, four of them, so the traffic's load is 4 x 8 Mbit/s = 0.032
+    Gbit/s; the load factor multiplies the simulated time by 1 + a x 0.032 (and the fan-in term,
+    1 here, by nothing)."""
+    _sg()
+    from models.flow.demands import Traffic
+    from models.flow.simgrid import BASE_CONFIG, LOAD_FACTOR, Platform, cable_load_gbps, simulate
+
+    links = [("l-a", 1e6, 0.0), ("l-b", 1e6, 0.0)]
+    plat = Platform(links, {("a", "b"): [(0, True), (1, False)], ("b", "a"): [(1, True), (0, False)]})
+    t = Traffic("exchange")
+    t.add("a", "b", 1e6)
+    t.add("b", "a", 1e6)
+    assert cable_load_gbps(plat, t) == pytest.approx(0.032)
+    plain = simulate(plat, t, dict(BASE_CONFIG))
+    scaled = simulate(plat, t, {**BASE_CONFIG, LOAD_FACTOR: "2.5"})
+    assert plain.cable_load_gbps == scaled.cable_load_gbps == pytest.approx(0.032)
+    assert plain.iteration_s == pytest.approx(1.0, rel=1e-3)
+    assert scaled.iteration_s == pytest.approx(plain.iteration_s * (1 + 2.5 * 0.032), rel=1e-9)

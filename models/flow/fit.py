@@ -16,6 +16,9 @@ setting, models.flow.simgrid, so every consumer of the calibrated model has it):
 - **a rate factor** b (LV08's `network/bandwidth-factor`, on top of the headers) and **a fan-in
   term** k (every time x (1 + k ln F), F the most distinct senders of one receiver), kept only
   where they pay off held out.
+- **the emulator's load** a (every time x (1 + a L), L the traffic's Gbit/s over all cables at its
+  bound: `simgrid.cable_load_gbps`): on 2 cores the engine, its TCP and the datapath share the
+  CPU, and the more the cables carry at once, the longer a faithful run takes beyond max-min.
 
 Latencies and weight-S change who gets which share, so the simulated time is not closed-form in
 them: each candidate value (`Sharing`) is simulated per point (a small grid), and the closed-form
@@ -42,18 +45,21 @@ from models.flow.simgrid import (
     DATAPATH,
     FAN_IN_FACTOR,
     HOP_LATENCY,
+    LOAD_FACTOR,
     MESSAGE_LATENCY,
     QUEUE_BYTES,
     TCP_HEADERS,
     fan_in_multiplier,
+    load_multiplier,
 )
 from topologies.files import write_text_atomic
 
 #: bounds of the fit: a bandwidth factor within [0.1, 1.2], a message latency within [0, 0.5] s,
-#: a fan-in factor within [0, 5]
+#: a fan-in factor within [0, 5], a load factor within [0, 5] per Gbit/s
 BANDWIDTH_BOUNDS = (0.1, 1.2)
 LATENCY_BOUNDS = (0.0, 0.5)
 FAN_IN_BOUNDS = (0.0, 5.0)
+LOAD_BOUNDS = (0.0, 5.0)
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,11 @@ class Sharing:
             + ("" if self.headers else " no-headers")
         )
 
-    def settings(self, bandwidth_factor: float = 1.0, fan_in_factor: float = 0.0) -> dict[str, str]:
+    def settings(
+        self, bandwidth_factor: float = 1.0, fan_in_factor: float = 0.0, load_factor: float = 0.0
+    ) -> dict[str, str]:
         """SimGrid's settings (models.flow.simgrid.sim_config's keys): LV08 with latency factor 1,
-        these terms, the rate factor b and the fan-in factor k."""
+        these terms, the rate factor b, the fan-in factor k and the load factor a."""
         return {
             **BASE_CONFIG,
             "network/model": "LV08",
@@ -92,6 +100,7 @@ class Sharing:
             DATAPATH: f"{self.datapath_bps:.6g}",
             QUEUE_BYTES: f"{self.queue_bytes:.6g}",
             FAN_IN_FACTOR: f"{fan_in_factor:.6g}",
+            LOAD_FACTOR: f"{load_factor:.6g}",
         }
 
 
@@ -111,6 +120,7 @@ class Point:
     slope: float = 0.0  # d simulated / d message latency at b = 1 (the legacy form's critical path)
     fan_in: int = 1  # distinct senders of the busiest receiver (models.flow.demands.Traffic.fan_in)
     sims: Mapping[str, float] = field(default_factory=dict)  # Sharing.label -> simulated s (b = 1, k = 0)
+    load_gbps: float = 0.0  # Gbit/s over all cables at the bound (models.flow.simgrid.cable_load_gbps)
 
     def simulated(self, sharing: Sharing) -> float:
         if sharing == MAX_MIN and sharing.label not in self.sims:
@@ -121,14 +131,15 @@ class Point:
 @dataclass(frozen=True)
 class Form:
     """Which terms a model has: the candidate `Sharing` values (the grid; one value is a fixed
-    setting), and whether the rate factor b and the fan-in factor k are fitted. `legacy`: the
-    2026-11-27 form (b, c and k on base_s and slope, no headers)."""
+    setting), and whether the rate factor b, the fan-in factor k and the load factor a are
+    fitted. `legacy`: the 2026-11-27 form (b, c and k on base_s and slope, no headers)."""
 
     name: str
     grid: tuple[Sharing, ...] = (HEADERS,)
     rate: bool = False
     fan_in: bool = False
     legacy: bool = False
+    load: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,7 @@ class Fit:
     legacy: bool = False  # the message latency acts through Point.slope (Form.legacy)
     datapath_bps: float = 0.0
     queue_bytes: float = 0.0
+    load_factor: float = 0.0  # a of (1 + a L), L in Gbit/s; 0 where not fitted
 
     @property
     def sharing(self) -> Sharing:
@@ -163,7 +175,7 @@ class Fit:
         base = p.simulated(self.sharing) / self.bandwidth_factor
         if self.legacy:
             base += p.slope * self.message_latency_s
-        return base * fan_in_multiplier(self.fan_in_factor, p.fan_in)
+        return base * fan_in_multiplier(self.fan_in_factor, p.fan_in) * load_multiplier(self.load_factor, p.load_gbps)
 
 
 #: the grids of the settings that are not closed-form (each value simulated per point). Kept
@@ -185,7 +197,8 @@ def candidate_forms() -> list[Form]:
     max-min; the rate factor alone; the 2026-11-27 form; then the headers with each family of
     simulated terms (the per-message latency; LV08 sharing by a latency per cable or by weight-S;
     the datapath's capacity, alone and beside a latency per cable or a message latency), each
-    with and without the rate factor b and the fan-in factor k."""
+    with and without the rate factor b and the fan-in factor k, and with the emulator's load
+    factor a (with and without k)."""
     c_grid = tuple(Sharing(message_s=c) for c in MESSAGE_GRID_S)
     dp_grid = tuple(Sharing(datapath_bps=d) for d in DATAPATH_GRID_BPS)
     families = {
@@ -214,6 +227,8 @@ def candidate_forms() -> list[Form]:
         for rate, fan_in in ((False, False), (True, False), (False, True), (True, True)):
             suffix = "".join([", b" if rate else "", ", k" if fan_in else ""])
             forms.append(Form(name + suffix, grid, rate, fan_in))
+        for fan_in in (False, True):  # the emulator's load, with and without the fan-in term
+            forms.append(Form(name + (", k" if fan_in else "") + ", load a", grid, False, fan_in, load=True))
     return forms
 
 
@@ -227,34 +242,43 @@ def usable(points: Sequence[Point]) -> list[Point]:
 
 
 def _closed_form(
-    sim: np.ndarray, emu: np.ndarray, log_f: np.ndarray, rate: bool, fan_in: bool, slope=None, message=False
-) -> tuple[float, float, float, np.ndarray]:
-    """Least squares on log(model / emulated) over the closed-form factors: (b, c, k, residuals)."""
+    sim: np.ndarray,
+    emu: np.ndarray,
+    log_f: np.ndarray,
+    rate: bool,
+    fan_in: bool,
+    slope=None,
+    message=False,
+    load: np.ndarray | None = None,
+) -> tuple[float, float, float, float, np.ndarray]:
+    """Least squares on log(model / emulated) over the closed-form factors: (b, c, k, a, residuals);
+    `load` (Gbit/s per point) given: the load factor a is fitted too."""
     names = [*(["b"] if rate else []), *(["c"] if message else []), *(["k"] if fan_in else [])]
-    start = {"b": 0.95, "c": 0.001, "k": 0.05}
-    bounds = {"b": BANDWIDTH_BOUNDS, "c": LATENCY_BOUNDS, "k": FAN_IN_BOUNDS}
+    names += ["a"] if load is not None else []
+    start = {"b": 0.95, "c": 0.001, "k": 0.05, "a": 0.1}
+    bounds = {"b": BANDWIDTH_BOUNDS, "c": LATENCY_BOUNDS, "k": FAN_IN_BOUNDS, "a": LOAD_BOUNDS}
 
-    def unpack(x) -> tuple[float, float, float]:
+    def unpack(x) -> tuple[float, float, float, float]:
         v = dict(zip(names, x, strict=True))
-        return v.get("b", 1.0), v.get("c", 0.0), v.get("k", 0.0)
+        return v.get("b", 1.0), v.get("c", 0.0), v.get("k", 0.0), v.get("a", 0.0)
 
     def residual(x) -> np.ndarray:
-        b, c, k = unpack(x)
+        b, c, k, a = unpack(x)
         t = sim / b + (slope * c if message else 0.0)
-        return np.log(t * (1 + k * log_f) / emu)
+        return np.log(t * (1 + k * log_f) * (1 + a * (load if load is not None else 0.0)) / emu)
 
     if not names:
-        return 1.0, 0.0, 0.0, residual([])
+        return 1.0, 0.0, 0.0, 0.0, residual([])
     if names == ["b"]:  # exact: log b is the mean log ratio
         b = float(np.clip(np.exp(np.mean(np.log(sim / emu))), *BANDWIDTH_BOUNDS))
-        return b, 0.0, 0.0, residual([b])
+        return b, 0.0, 0.0, 0.0, residual([b])
     res = least_squares(
         residual, [start[n] for n in names], bounds=([bounds[n][0] for n in names], [bounds[n][1] for n in names])
     )
-    b, c, k = unpack(res.x)
+    b, c, k, a = unpack(res.x)
     # to the microsecond: SimGrid crashes on latencies below its precision (1e-9 s, seen at 4.5e-14)
     c = round(c, 6)
-    return b, c, k, residual([{"b": b, "c": c, "k": k}[n] for n in names])
+    return b, c, k, a, residual([{"b": b, "c": c, "k": k, "a": a}[n] for n in names])
 
 
 def fit(points: Sequence[Point], form: Form) -> Fit:
@@ -266,11 +290,13 @@ def fit(points: Sequence[Point], form: Form) -> Fit:
     emu = np.array([p.emulated_s for p in pts])
     log_f = np.log(np.maximum(1, [p.fan_in for p in pts]))
     fan_in = form.fan_in and bool(np.any(log_f > 0))  # no point with a fan-in above 1: nothing to fit k on
+    loads = np.array([p.load_gbps for p in pts])
+    load = loads if form.load and bool(np.any(loads > 0)) else None  # no load known: nothing to fit a on
     best: Fit | None = None
     for sharing in form.grid if not form.legacy else (MAX_MIN,):
         sim = np.array([p.simulated(sharing) for p in pts])
         slope = np.array([p.slope for p in pts])
-        b, c, k, r = _closed_form(sim, emu, log_f, form.rate, fan_in, slope, form.legacy)
+        b, c, k, a, r = _closed_form(sim, emu, log_f, form.rate, fan_in, slope, form.legacy, load)
         rms = float(np.sqrt(np.mean(r**2)))
         if best is None or rms < best.rms_log_error:
             best = Fit(
@@ -287,6 +313,7 @@ def fit(points: Sequence[Point], form: Form) -> Fit:
                 form.legacy,
                 sharing.datapath_bps,
                 sharing.queue_bytes,
+                a,
             )
     assert best is not None
     return best
@@ -368,7 +395,7 @@ def select_held_out(points: Sequence[Point], group: Callable[[Point], str], form
 
 def settings(f: Fit) -> dict[str, str]:
     """The settings the engine reads (models.flow.simgrid.sim_config): LV08 with the fit's terms."""
-    return f.sharing.settings(f.bandwidth_factor, f.fan_in_factor) | (
+    return f.sharing.settings(f.bandwidth_factor, f.fan_in_factor, f.load_factor) | (
         {MESSAGE_LATENCY: f"{f.message_latency_s:.6g}"} if f.legacy else {}
     )
 

@@ -22,6 +22,14 @@ Measured facts this follows (docs/flowmodel.md, "SimGrid facts"; Debian's python
   `FAN_IN_FACTOR` k: the simulated times are then multiplied by 1 + k ln F, F the traffic's
   fan-in (the most distinct senders one receiver has; 1 for a ring: no change). A point-level
   term, fitted and judged held out like the others (benchmarks/flowmodel.py).
+- The emulator's load: on 2 cores the engine's processes, their TCP stacks and ovs-vswitchd share
+  the CPU, and an emulated synchronisation takes longer the more traffic every cable carries at
+  once, though each run is judged faithful (benchmarks/flowmodel.py, 2026-11-29: emulated / max-min
+  1.01-1.2 below ~0.5 Gbit/s over all cables, 1.3-1.8 at 2-4 Gbit/s). A calibration may set
+  `LOAD_FACTOR` a: the simulated times are then multiplied by 1 + a L, L the traffic's cable load
+  (`cable_load_gbps`: its bytes on every cable, over the busiest cable's time at its rate). Like
+  the fan-in term it describes this machine's emulator, not a network: `sim_config(calibrated=False)`
+  (the paper's rates) has neither.
 - One Engine per process (a second one aborts; an uncaught error in an actor aborts too), so
   each simulation runs in a fresh process that does one task and exits: spawned for one
   simulation (`simulate`), forked from the caller for many (`simulate_many`: a spawned process
@@ -72,6 +80,8 @@ FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
 MESSAGE_LATENCY = "flowmodel/message-latency-s"
 #: this engine's setting: k of the fan-in term, times x (1 + k ln fan-in) (see the module docstring)
 FAN_IN_FACTOR = "flowmodel/fan-in-factor"
+#: this engine's setting: a of the emulator's load term, times x (1 + a L), L in Gbit/s (module docstring)
+LOAD_FACTOR = "flowmodel/load-factor"
 #: this engine's setting: seconds added to every cable's latency (see the module docstring)
 HOP_LATENCY = "flowmodel/hop-latency-s"
 #: this engine's setting: bytes standing in every cable's queue, i.e. a latency of bytes / rate per
@@ -142,6 +152,8 @@ class SimResult:
     error: str = ""
     #: per message, its arrival time from the iteration's start (s)
     finish_s: list[float] = field(default_factory=list)
+    #: the traffic's cable load (cable_load_gbps), what the calibration's load term multiplies
+    cable_load_gbps: float = 0.0
 
 
 def peak_rss_mb() -> float:
@@ -455,7 +467,7 @@ def simulate(platform: Platform, traffic: Traffic, config: dict[str, str] | None
     with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), max_tasks_per_child=1) as pool:
         res = pool.submit(_simulate, platform, traffic, cfg).result()
     LOG.debug("simulation: %.2f s in the subprocess, %.2f s with its start", res.wall_s, time.perf_counter() - t0)
-    return _finish(res, traffic, cfg)
+    return _finish(res, platform, traffic, cfg)
 
 
 def simulate_many(
@@ -470,12 +482,12 @@ def simulate_many(
     with ctx.Pool(max(1, parallel), maxtasksperchild=1) as pool:
         got = pool.starmap(_simulate_quietly, jobs, chunksize=1)
     out: list[SimResult | None] = []
-    for (_, traffic, cfg), res in zip(jobs, got, strict=True):
+    for (plat, traffic, cfg), res in zip(jobs, got, strict=True):
         if res.error:
             LOG.warning("%s: simulation failed: %s", traffic.name, res.error)
             out.append(None)
         else:
-            out.append(_finish(res, traffic, cfg))
+            out.append(_finish(res, plat, traffic, cfg))
     return out
 
 
@@ -487,13 +499,16 @@ def _simulate_quietly(platform: Platform, traffic: Traffic, config: dict[str, st
         return SimResult(math.nan, [], len(traffic), 0, 0, 0.0, 0.0, 0.0, 0.0, config, f"{type(err).__name__}: {err}")
 
 
-def _finish(res: SimResult, traffic: Traffic, cfg: dict[str, str]) -> SimResult:
-    """A simulation's result with the calibration's point-level term (the fan-in factor) applied."""
+def _finish(res: SimResult, platform: Platform, traffic: Traffic, cfg: dict[str, str]) -> SimResult:
+    """A simulation's result with the calibration's point-level terms (the fan-in and the load
+    factors) applied, and the traffic's cable load."""
     if res.error:
         raise RuntimeError(f"simulation failed: {res.error}")
-    k = float(cfg.get(FAN_IN_FACTOR, 0.0))
-    if k:
-        m = fan_in_multiplier(k, traffic.fan_in())
+    load = cable_load_gbps(platform, traffic)
+    res = replace(res, cable_load_gbps=load)
+    k, a = float(cfg.get(FAN_IN_FACTOR, 0.0)), float(cfg.get(LOAD_FACTOR, 0.0))
+    if k or a:
+        m = fan_in_multiplier(k, traffic.fan_in()) * load_multiplier(a, load)
         res = replace(
             res,
             iteration_s=res.iteration_s * m,
@@ -506,3 +521,23 @@ def _finish(res: SimResult, traffic: Traffic, cfg: dict[str, str]) -> SimResult:
 def fan_in_multiplier(k: float, fan_in: int) -> float:
     """1 + k ln F: the calibration's flow-count term for a traffic of fan-in F."""
     return 1.0 + k * math.log(max(1, fan_in))
+
+
+def load_multiplier(a: float, load_gbps: float) -> float:
+    """1 + a L: the calibration's term for the emulator's load, L in Gbit/s (cable_load_gbps)."""
+    return 1.0 + a * load_gbps
+
+
+def cable_load_gbps(platform: Platform, traffic: Traffic) -> float:
+    """Gbit/s the traffic puts on all cables together while its busiest cable is busy: every
+    message's bytes times the cables its route crosses (each direction of a cable apart), over the
+    busiest directed cable's bytes / rate. What the emulator forwards per second at the schedule's
+    bound; 0 for a traffic that crosses no cable."""
+    per: dict[tuple[int, bool], float] = defaultdict(float)
+    for src, dst, n in zip(traffic.src, traffic.dst, traffic.nbytes, strict=True):
+        for hop in platform.routes.get((src, dst), []):
+            per[hop] += n
+    if not per:
+        return 0.0
+    busiest_s = max(n / platform.links[i][1] for (i, _), n in per.items())
+    return sum(per.values()) * 8 / busiest_s / 1e9 if busiest_s > 0 else 0.0
