@@ -299,6 +299,23 @@ def test_simulate_many_forks_the_same_simulations():
     assert [r.finish_s for r in got] == [simulate(*job).finish_s for job in jobs]
 
 
+def test_a_simulation_whose_process_dies_or_hangs_fails_alone(caplog):
+    """SimGrid aborts its process on a bad setting (here an unknown network model: exit code -6):
+    that simulation is None with a log line saying so, and the batch's other simulations still
+    give their results (multiprocessing.Pool waited forever there). One past the timeout is
+    killed and is None too."""
+    _sg()
+    from models.flow.simgrid import BASE_CONFIG, simulate_many
+
+    good = (two_racks(), incast(), MAX_MIN.settings())
+    bad = (two_racks(), incast(), {**BASE_CONFIG, "network/model": "NoSuchModel"})
+    got = simulate_many([good, bad, good], 2)
+    assert got[1] is None and got[0] is not None and got[0].iteration_s == got[2].iteration_s > 0
+    assert "its process died (exit code -6)" in caplog.text
+    assert simulate_many([good], 1, timeout_s=0.0) == [None]
+    assert "no result in 0 s: killed" in caplog.text
+
+
 def test_fit_recovers_the_emulators_load_factor_and_held_out_judges_it():
     """Points slowed by (1 + a L) on top of the headers and a fan-in term: the form with the load
     term finds a (and k); without it the fit is worse; held out, each topology's a comes from the

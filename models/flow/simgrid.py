@@ -470,33 +470,89 @@ def simulate(platform: Platform, traffic: Traffic, config: dict[str, str] | None
     return _finish(res, platform, traffic, cfg)
 
 
+#: seconds one simulation of a batch may take before its process is killed and it counts as
+#: failed (the calibration's largest, 128 hosts, take ~20 s here)
+SIM_TIMEOUT_S = 600.0
+
+
 def simulate_many(
-    jobs: Sequence[tuple[Platform, Traffic, dict[str, str]]], parallel: int = 2
+    jobs: Sequence[tuple[Platform, Traffic, dict[str, str]]], parallel: int = 2, timeout_s: float = SIM_TIMEOUT_S
 ) -> list[SimResult | None]:
     """Many simulations, `parallel` at a time, each in a process of its own forked from this one
     (a calibration's grid: thousands of simulations, where a spawned process's ~1 s of imports
     would cost more than the simulation). The caller must not have imported simgrid (a forked
     child would inherit its Engine); it never is outside the simulation's own process. A
-    simulation that fails gives None (and a log line) rather than ending the batch."""
+    simulation that fails, whose process dies (SimGrid aborts the process on an error in an
+    actor) or that runs past `timeout_s` gives None and a log line rather than ending the batch.
+
+    Processes of our own rather than multiprocessing.Pool: a Pool waits forever for the task of
+    a worker that died (a CI run hung 88 min in one), and has no per-task timeout;
+    concurrent.futures refuses one task per forked process (max_tasks_per_child needs spawn)."""
+    from multiprocessing.connection import wait
+
     ctx = get_context("fork")
-    with ctx.Pool(max(1, parallel), maxtasksperchild=1) as pool:
-        got = pool.starmap(_simulate_quietly, jobs, chunksize=1)
-    out: list[SimResult | None] = []
-    for (plat, traffic, cfg), res in zip(jobs, got, strict=True):
-        if res.error:
-            LOG.warning("%s: simulation failed: %s", traffic.name, res.error)
-            out.append(None)
-        else:
-            out.append(_finish(res, plat, traffic, cfg))
-    return out
+    results: list[SimResult | None] = [None] * len(jobs)
+    todo = deque(range(len(jobs)))
+    running: dict[int, tuple] = {}  # job -> (process, its result's pipe, deadline)
+    try:
+        while todo or running:
+            while todo and len(running) < max(1, parallel):
+                i = todo.popleft()
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_simulate_into, args=(send, *jobs[i]), daemon=True)
+                proc.start()
+                send.close()
+                running[i] = (proc, recv, time.monotonic() + timeout_s)
+            soonest = min(deadline for _, _, deadline in running.values())
+            ready = wait([recv for _, recv, _ in running.values()], max(0.0, soonest - time.monotonic()))
+            for i, (proc, recv, deadline) in list(running.items()):
+                if recv in ready:
+                    try:
+                        res = recv.recv()
+                    except EOFError:  # it died before it sent its result
+                        proc.join()
+                        res = _failed(jobs[i], f"its process died (exit code {proc.exitcode})")
+                elif time.monotonic() > deadline:
+                    proc.kill()
+                    res = _failed(jobs[i], f"no result in {timeout_s:g} s: killed")
+                else:
+                    continue
+                recv.close()
+                proc.join()
+                del running[i]
+                results[i] = _finish_or_none(res, *jobs[i])
+    finally:
+        for proc, recv, _ in running.values():
+            proc.kill()
+            proc.join()
+            recv.close()
+    return results
+
+
+def _finish_or_none(res: SimResult, platform: Platform, traffic: Traffic, config: dict[str, str]) -> SimResult | None:
+    if res.error:
+        LOG.warning("%s: simulation failed: %s", traffic.name, res.error)
+        return None
+    return _finish(res, platform, traffic, config)
+
+
+def _failed(job: tuple[Platform, Traffic, dict[str, str]], why: str) -> SimResult:
+    _, traffic, config = job
+    return SimResult(math.nan, [], len(traffic), 0, 0, 0.0, 0.0, 0.0, 0.0, config, why)
+
+
+def _simulate_into(conn, platform: Platform, traffic: Traffic, config: dict[str, str]) -> None:
+    """A batch's forked process: one simulation, its result sent back over `conn`."""
+    conn.send(_simulate_quietly(platform, traffic, config))
+    conn.close()
 
 
 def _simulate_quietly(platform: Platform, traffic: Traffic, config: dict[str, str]) -> SimResult:
     """`_simulate`, with an error raised before the engine ran reported in the result."""
     try:
         return _simulate(platform, traffic, config)
-    except Exception as err:  # a worker that raised would take its error across as an exception
-        return SimResult(math.nan, [], len(traffic), 0, 0, 0.0, 0.0, 0.0, 0.0, config, f"{type(err).__name__}: {err}")
+    except Exception as err:  # reported in the result: the batch goes on
+        return _failed((platform, traffic, config), f"{type(err).__name__}: {err}")
 
 
 def _finish(res: SimResult, platform: Platform, traffic: Traffic, cfg: dict[str, str]) -> SimResult:
