@@ -51,6 +51,7 @@ class SchemeRun:
                     "sync_after_last_start_s": max(ends) - max(starts),
                     "compute_s": max(r["compute_s"] for r in ws),
                     "sent_bytes": sum(r["sent_bytes"] for r in rs),
+                    "sync_cpu_s": sum(r.get("sync_cpu_s", 0.0) for r in rs),
                     "raw_sent_bytes": sum(r.get("raw_sent_bytes", r["sent_bytes"]) for r in rs),
                     "loss": statistics.fmean(r["loss"] for r in ws) if ws[0]["loss"] is not None else None,
                 }

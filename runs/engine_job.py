@@ -42,7 +42,7 @@ from runs.results import new_run_id, start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from runs.summary import RunSummary, write_summary
-from schemes.count import expected_sync_s
+from schemes.count import cable_load_gbps, expected_sync_s, link_loads
 from schemes.plink import initial_plan
 from schemes.registry import Need, SchemeInputs, gather
 from schemes.registry import get as get_scheme
@@ -71,6 +71,7 @@ ROW_FIELDS = [
     "compute_s",
     "barrier_s",
     "sync_s",
+    "sync_cpu_s",
     "apply_s",
     "sent_bytes",
     "raw_sent_bytes",
@@ -303,6 +304,26 @@ def dvf_summary(rows: list[dict], job: JobSpec, servers: list[str], model_bytes:
     return out
 
 
+def engine_cpu_per_gb(its: list[dict]) -> float | None:
+    """CPU seconds the engine's processes spent in synchronisations per GB they sent (measured
+    iterations, every host): CPU the emulated network's datapath could not have on 2 cores.
+    None where the rows predate the count or nothing was sent."""
+    sent = sum(i["sent_bytes"] for i in its)
+    cpu = sum(i.get("sync_cpu_s", 0.0) for i in its)
+    return round(cpu / (sent / 1e9), 3) if sent and cpu else None
+
+
+def load_slowdown(load_gbps: float) -> float | None:
+    """What this machine's flow-model calibration expects the emulator to add at this cable load:
+    GST over max-min x (1 + a L) (models.flow.simgrid's load term); None where the calibration has
+    no load term. A faithful run can be that much slower than its schedule allows: the verdict's
+    checks (idle CPU, the busiest link's utilisation, drops) do not see it."""
+    from models.flow.simgrid import LOAD_FACTOR, load_multiplier, sim_config
+
+    a = float(sim_config()[0].get(LOAD_FACTOR, 0) or 0)
+    return round(load_multiplier(a, load_gbps), 3) if a > 0 else None
+
+
 def progress_watch(run_dir: Path, hosts: list[str], windows, limit_s: float) -> ProgressWatch:
     """A stall watch over the engine's hosts: armed when every host is connected (its ready line),
     progress is any host finishing an iteration or a link moving bytes."""
@@ -413,6 +434,7 @@ def run_scheme_job(
         held = job.dvf in ("low", "up", "dynamic")
         problems = verify_dvf(out / "engine", workers, hosts) if held else verify_sums(out / "engine", workers)
     expected = expected_sync_s(net, sched)
+    load = cable_load_gbps(link_loads(net, sched))
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary: dict[str, Any] = {
@@ -434,9 +456,12 @@ def run_scheme_job(
         "model_bytes_emulated": model_bytes,
         "gst_s": describe([i["sync_s"] for i in its]),
         "wire_mb": describe([i["sent_bytes"] / 1e6 for i in its]),
+        "engine_cpu_s_per_gb": engine_cpu_per_gb(its),
         "gst_iterations_s": [round(i["sync_s"], 4) for i in its],  # per measured iteration, in order
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
+        "cable_load_gbps": round(load, 4),
+        "load_slowdown": load_slowdown(load),
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
         "gst_formula_s": gst_formula_s,
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},

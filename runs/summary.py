@@ -164,7 +164,8 @@ class RunSummary(Record):
     TF PS jobs (runs.results.summarize, runs.runner): bytes_per_ps, global_step, restarts,
     predicted (runs.predict: the paper's model), predicted_placement, host_time*, step_split
     (runs.steptime), timings, ps_nic_bytes, jobs (several jobs), round (runs.rounds);
-    scheme jobs (runs.engine_job): scheme, compute, gst_s, expected_sync_s, gst_formula_s,
+    scheme jobs (runs.engine_job): scheme, compute, gst_s, expected_sync_s, cable_load_gbps,
+    load_slowdown, gst_formula_s,
     bytes_per_host, cross_region_bytes, chain_length, loss, sums_checked, sum_problems, nic_bytes,
     dvf (pf);
     hardware (servers.hardware): mode, prediction_applies, hardware; a timeline: timeline;
@@ -211,6 +212,10 @@ class RunSummary(Record):
     prediction_applies: str | None = None
     hardware: Hardware | None = None
     expected_sync_s: Num | None = None
+    #: scheme jobs: Gbit/s on all cables together at the schedule's bound (schemes.count.cable_load_gbps)
+    cable_load_gbps: Num | None = None
+    #: scheme jobs: the flow-model calibration's expected GST / max-min at that load (1 + a L)
+    load_slowdown: Num | None = None
     gst_formula_s: Num | None = None
     bytes_per_host: dict[str, dict[str, Num]] | None = None
     cross_region_bytes: list[Num] = []
@@ -220,6 +225,7 @@ class RunSummary(Record):
     sum_problems: list[str] = []
     bcast_s: Stats | None = None  # scheme jobs with servers: the broadcast's delivery per iteration
     wire_mb: Stats | None = None  # scheme jobs: MB the engine put on the wire per iteration (all hosts)
+    engine_cpu_s_per_gb: Num | None = None  # scheme jobs: the engine's CPU in synchronisations per GB sent
     nic_bytes: dict[str, dict[str, Num]] | None = None  # scheme jobs: each host's interfaces, rx/tx
     dvf: dict[str, Any] | None = None  # pf with DVF: what it cut per clock (runs.engine_job.dvf_summary)
 

@@ -352,6 +352,15 @@ def _print_scheme_run(s: RunSummary, out_dir: Path) -> None:
     print(f"  GST measured  mean {g.mean:.3f} s  p95 {g.p95:.3f}  +-{g.ci95:.3f} (95% CI, n={g.n})")
     print(f"  BCT measured  mean {b.mean:.3f} s  (compute {s.compute_s_per_step:.3f} s per step when calibrated)")
     print(f"  schedule      busiest cable at its rate {s.expected_sync_s:.3f} s; chain {s.chain_length} messages")
+    if s.cable_load_gbps is not None:
+        slow = (
+            f": this machine's flow-model calibration expects GST {s.load_slowdown:.2f}x max-min from it"
+            if s.load_slowdown
+            else ""
+        )
+        print(f"  cable load    {s.cable_load_gbps:.2f} Gbit/s over all cables at that bound{slow}")
+    if s.engine_cpu_s_per_gb is not None:
+        print(f"  engine CPU    {s.engine_cpu_s_per_gb:.2f} s per GB sent, in synchronisations (all hosts)")
     streams, segment = s.get("streams"), s.get("segment_kb")
     if streams is not None:
         print(f"  transport     {streams} connection(s) per peer, {segment:g} KB segments")

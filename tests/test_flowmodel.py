@@ -26,6 +26,7 @@ from topologies.schema import TopologyError
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "workloads" / "experiments"
+TOPOLOGIES = REPO / "topologies"
 MBIT = 1e6 / 8
 
 
@@ -253,3 +254,24 @@ def test_scale_benchmark_quick_path(tmp_path):
         assert p["iteration_s"] == pytest.approx(p["bound_s"], rel=1e-3) or p["iteration_s"] > p["bound_s"]
         assert not math.isnan(p["iteration_s"])
     assert "| psnet | 100 | tf-ps |" in (tmp_path / "scale.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("topology", "scheme"),
+    [("leafspine-2rack.yaml", "ring"), ("fattree-testbed.yaml", "mesh"), ("bcube-4-1.yaml", "rat")],
+)
+def test_a_runs_cable_load_is_the_flow_models(topology, scheme):
+    """The cable load a scheme run reports (schemes.count, from the controller's routes on the
+    topology) is the one the flow model's load term multiplies (models.flow.simgrid, from its
+    platform): the same bytes on the same cables, whichever side computes it."""
+    from models.flow.links import platform
+    from models.flow.routes import flow_routes
+    from schemes.count import cable_load_gbps, link_loads
+
+    net = load_network(TOPOLOGIES / topology)
+    hosts = [h.name for h in net.hosts()][:8]
+    sched = compile_scheme(scheme, hosts, 250_000, regions=net.family.regions(net))
+    traffic = from_schedule(sched)
+    plat = platform(net, flow_routes(net, traffic.pairs()), False)
+    ours = cable_load_gbps(link_loads(net, sched))
+    assert ours > 0 and ours == pytest.approx(simgrid.cable_load_gbps(plat, traffic), rel=1e-9)

@@ -36,6 +36,12 @@ def test_testbed_run_takes_a_scheme_job(tmp_path: Path):
     assert s["chain_length"] == 4  # one oversubscribed level: 2(l + 1)
     assert len(s["cross_region_bytes"]) == 1 and s["cross_region_bytes"][0] > 0
     assert "faithful" in s["fidelity"] and (res.out_dir / "iterations.csv").exists()
+    # the cable load beside the verdict, and the slow-down this machine's flow-model calibration expects of it
+    from models.flow.simgrid import LOAD_FACTOR, sim_config
+
+    a = float(sim_config()[0].get(LOAD_FACTOR, 0) or 0)
+    assert s["cable_load_gbps"] > 0
+    assert s["load_slowdown"] == (pytest.approx(1 + a * s["cable_load_gbps"], abs=1e-3) if a else None)
 
 
 WORKERS_3 = ["h0_2", "h0_3", "h1_2"]  # two racks of leafspine-2rack
