@@ -33,8 +33,10 @@ from replays.provenance import Provenance, capture
 COMMON_DEPENDS = ["replays/", "topologies/", "results/reference/"]
 #: what an emulated run depends on (the platform; schemes.registry and the engine for scheme jobs)
 EMULATED_DEPENDS = ["runs/", "emulation/", "controller/", "tfjob/", "engine/", "schemes/"]
+#: the flow model's calibration (models.flow.simgrid.FACTORS_FILE), which every SimGrid point reads
+FLOW_FACTORS = "results/calibration/flowmodel-factors.json"
 #: what a model figure depends on
-MODEL_DEPENDS = ["models/"]
+MODEL_DEPENDS = ["models/", FLOW_FACTORS]
 
 
 def _slug(text: str) -> str:

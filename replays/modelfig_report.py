@@ -219,7 +219,8 @@ def write_model_report(
         *differences(rows),
         "",
         f"SimGrid settings: {'; '.join(notes) or '-'}. Points computed this time and kept ones: "
-        f"{flow_wall:.1f} s of point time in total (as first computed); this replay took {wall_s:.1f} s.",
+        f"{flow_wall:.1f} s of point time in total (as first computed); the last replay that computed "
+        f"points took {wall_s:.1f} s.",
         "",
     ]
     data = {"figure": fig.figure, "quick": quick, "wall_s": wall_s, "claims": verdicts, "points": rows}

@@ -1,8 +1,9 @@
 """`testbed replay fig6|fig7`: run a model figure (replays/modelfig.py) and write its outputs.
 
 Writes results/<figure>[-quick]/: points/<panel>-<series>-W<W>.json (one per point, kept and
-reused while its spec is unchanged, so a rerun only computes what changed; `fresh` recomputes;
-points are computed on a process pool, one process per core),
+reused while its spec and the code that computes it are unchanged, replays.keptpoints, so a rerun
+only computes what changed; `fresh` recomputes; points are computed on a process pool, one
+process per core), run.json (the wall time and tree of the last replay that computed points),
 summary.csv, <figure>.png (one panel per `panels` entry: analytic lines, flow-model markers),
 report.md and report.json (the paper's claims judged on both models; replays.modelfig_report).
 """
@@ -17,7 +18,9 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
+from replays import figsummary
 from replays.figure import REPO
+from replays.keptpoints import KeptPoints, stamp
 from replays.modelfig import ModelFigure, Panel, Series, compute_point, load_model_figure, spec_data
 from replays.modelfig_report import write_model_report
 from replays.pool import worker_pool
@@ -25,21 +28,13 @@ from replays.provenance import capture
 from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
+#: what a point's numbers depend on: the module that computes it, the models and the topology
+#: model it reaches, and the flow model's calibration
+POINT_DEPENDS = ["replays/modelfig.py", "models/", "topologies/", figsummary.FLOW_FACTORS]
 
 
 def point_file(out: Path, panel: Panel, series: Series, workers: int) -> Path:
     return out / "points" / f"{panel.id}-{series.slug}-W{workers}.json"
-
-
-def kept_point(path: Path, data: dict[str, Any], want_flow: bool) -> dict[str, Any] | None:
-    """A saved point computed from the same spec (and with a flow-model value when one is due)."""
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if saved.get("spec") != data or (want_flow and saved.get("flowmodel_s") is None):
-        return None
-    return saved
 
 
 def _compute_width(fig: ModelFigure, todo: list[tuple[str, Series]], workers: int, cap: int) -> dict[str, Any]:
@@ -68,6 +63,7 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
     cap = fig.quick.flowmodel_max_workers if quick else fig.flowmodel_max_workers
     t0 = time.monotonic()
     started = capture(quick)  # the tree its points are computed on
+    kept_points = KeptPoints(started, POINT_DEPENDS)
     wanted: list[tuple[Panel, Series, int, str]] = []
     points: dict[str, dict[str, Any]] = {}  # by spec: a line two panels share runs once
     todo: dict[int, dict[str, Series]] = {}  # W -> pending points by key
@@ -80,7 +76,8 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
                 wanted.append((panel, series, w, key))
                 if key in points or key in todo.get(w, {}):
                     continue
-                kept = None if fresh else kept_point(point_file(out, panel, series, w), data, want_flow)
+                due = ("flowmodel_s",) if want_flow else ()
+                kept = None if fresh else kept_points.get(point_file(out, panel, series, w), data, due)
                 if kept is not None:
                     points[key] = kept
                 else:
@@ -93,11 +90,17 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
             futures = {pool.submit(_compute_width, fig, list(todo[w].items()), w, cap): w for w in widths}
             for done in as_completed(futures):
                 LOG.info("%s: W=%d done (%d points)", name, futures[done], len(todo[futures[done]]))
-                points.update(done.result())
+                points.update({k: stamp(p, started) for k, p in done.result().items()})
     rows: list[dict[str, Any]] = []
     for panel, series, w, key in wanted:
         write_json_atomic(point_file(out, panel, series, w), points[key])
         rows.append({"panel": panel.id, "series": series.label, **points[key]})
     wall = time.monotonic() - t0
+    if widths:
+        write_json_atomic(out / "run.json", figsummary.run_record(wall, 0.0, started), indent=None)
+    else:  # only kept points: the replay that computed them is the provenance, as a resumed sweep's
+        last_wall, last = figsummary.last_run(out)
+        if last is not None and last_wall is not None:
+            wall, started = last_wall, last
     write_model_report(fig, out, rows, cap, quick, wall, started)
     return out

@@ -2,15 +2,16 @@
 the flow model (replays/schemefig.py) and write its outputs (replays/schemefig_report.py).
 
 Writes results/<figure>[-quick]/: points/<group>-<series>[-s<seed>].json (one per simulation,
-kept and reused while its spec is unchanged, so a rerun only simulates what changed; `fresh`
-recomputes), then summary.csv, <figure>.png, report.md, report.json and summary.json.
+kept and reused while its spec and the code that computes it are unchanged, replays.keptpoints,
+so a rerun only simulates what changed; `fresh` recomputes), run.json (the wall time and tree of
+the last replay that simulated points), then summary.csv, <figure>.png, report.md, report.json
+and summary.json.
 Simulations run on a process pool, one spawned process per core, the largest networks first
 (each simulation spawns its own SimGrid process: one Engine per process).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -18,28 +19,23 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
+from replays import figsummary
 from replays.figure import FIGURES, REPO
+from replays.keptpoints import KeptPoints, stamp
 from replays.pool import worker_pool
 from replays.provenance import capture
 from replays.schemefig import PointRef, compute_point, fold, load_scheme_figure, slug
-from replays.schemefig_report import write_scheme_report
+from replays.schemefig_report import SCHEME_DEPENDS, write_scheme_report
 from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
+#: what a simulation's numbers depend on: the module that computes it and what it reaches
+POINT_DEPENDS = ["replays/schemefig.py", *figsummary.MODEL_DEPENDS, *SCHEME_DEPENDS, "topologies/"]
 
 
 def run_file(out: Path, ref: PointRef, seed: int | None) -> Path:
     tail = "" if seed is None else f"-s{seed}"
     return out / "points" / f"{slug(ref.group)}-{slug(ref.series)}{tail}.json"
-
-
-def kept_run(path: Path, spec: dict[str, Any]) -> dict[str, Any] | None:
-    """A saved simulation of the same spec, or None."""
-    try:
-        saved = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return saved if saved.get("spec") == spec else None
 
 
 def _size(spec: dict[str, Any]) -> int:
@@ -58,13 +54,14 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
     (out / "points").mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     started = capture(quick)  # the tree its points are computed on
+    kept_points = KeptPoints(started, POINT_DEPENDS)
     refs = fig.points(quick)
     runs: dict[tuple[str, int | None], dict[str, Any]] = {}
     todo: list[tuple[PointRef, int | None, dict[str, Any]]] = []
     for ref in refs:
         for seed in fig.seeds(ref.g, quick):
             spec = ref.spec(seed)
-            kept = None if fresh else kept_run(run_file(out, ref, seed), spec)
+            kept = None if fresh else kept_points.get(run_file(out, ref, seed), spec)
             if kept is not None:
                 runs[(ref.id, seed)] = kept
             else:
@@ -81,7 +78,7 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
             }
             for done in as_completed(futures):
                 ref, seed = futures[done]
-                result = done.result()
+                result = stamp(done.result(), started)
                 write_json_atomic(run_file(out, ref, seed), result)
                 runs[(ref.id, seed)] = result
                 LOG.info("%s: %s %s%s: %.4f s in %.1f s", name, ref.group, ref.series,
@@ -90,5 +87,12 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
     for ref in refs:
         folded = fold([runs[(ref.id, seed)] for seed in fig.seeds(ref.g, quick)])
         rows.append({"id": ref.id, "group": ref.group, "series": ref.series, "x": ref.x, **folded})
-    write_scheme_report(fig, out, rows, quick, time.monotonic() - t0, started)
+    wall = time.monotonic() - t0
+    if todo:
+        write_json_atomic(out / "run.json", figsummary.run_record(wall, 0.0, started), indent=None)
+    else:  # only kept points: the replay that simulated them is the provenance, as a resumed sweep's
+        last_wall, last = figsummary.last_run(out)
+        if last is not None and last_wall is not None:
+            wall, started = last_wall, last
+    write_scheme_report(fig, out, rows, quick, wall, started)
     return out

@@ -22,6 +22,10 @@ from replays.provenance import Provenance
 from replays.schemefig import SchemeModelFigure
 
 LOG = logging.getLogger(__name__)
+#: what a scheme figure's points depend on beside the models: the schemes, the simulation's entry
+#: (runs/simulate.py, named: the figure's kind, replays.staleness) and what it reaches in runs/ and
+#: engine/ (a scheme job's hosts, options and pauses), and the experiment model
+SCHEME_DEPENDS = ["schemes/", "runs/simulate.py", "runs/", "engine/", "workloads/experiment.py"]
 #: the model every claim of these figures is judged on (the headline cards name it)
 MODEL = "flow model"
 
@@ -240,7 +244,8 @@ def write_scheme_report(
         "",
         *cost(rows),
         "",
-        f"This replay took {wall_s:.1f} s (kept points are not simulated again; point times are as first computed: "
+        f"The last replay that simulated points took {wall_s:.1f} s (kept points, computed on the same code, are "
+        f"not simulated again; point times are as first computed: "
         f"{sum(r['wall_s'] for r in rows):.0f} s summed over every point's processes).",
         "",
     ]
@@ -260,7 +265,7 @@ def write_scheme_report(
         command=f"testbed replay {fig.figure}",
         quick=quick,
         wall_s=wall_s,
-        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.MODEL_DEPENDS, "schemes/", "runs/simulate.py"],
+        depends_on=[f"workloads/figures/{fig.figure}.yaml", *figsummary.MODEL_DEPENDS, *SCHEME_DEPENDS],
         files=files,
         points=[PointFidelity(id=r["id"], faithful=None, fidelity="model") for r in rows],
         headlines=[figsummary.headline(fig.figure, ClaimResult.model_validate(v), v["model"]) for v in verdicts],

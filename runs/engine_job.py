@@ -42,7 +42,7 @@ from runs.results import new_run_id, start_run_dir
 from runs.stall import ProgressWatch
 from runs.stats import describe
 from runs.summary import RunSummary, write_summary
-from schemes.count import cable_load_gbps, expected_sync_s, link_loads
+from schemes.count import busiest_s, cable_load_gbps, link_loads
 from schemes.plink import initial_plan
 from schemes.registry import Need, SchemeInputs, gather
 from schemes.registry import get as get_scheme
@@ -433,8 +433,8 @@ def run_scheme_job(
     if job.check:  # DVF holds entries back: then applied + residual = computed over the run instead
         held = job.dvf in ("low", "up", "dynamic")
         problems = verify_dvf(out / "engine", workers, hosts) if held else verify_sums(out / "engine", workers)
-    expected = expected_sync_s(net, sched)
-    load = cable_load_gbps(link_loads(net, sched))
+    loads = link_loads(net, sched)  # routed once: the bound and the load on all cables from one count
+    expected, load = busiest_s(loads), cable_load_gbps(loads)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary: dict[str, Any] = {

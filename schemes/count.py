@@ -72,15 +72,20 @@ def link_loads(net: Network, schedule: Schedule) -> list[LinkLoad]:
     return sorted(loads, key=lambda x: x.seconds(), reverse=True)
 
 
+def busiest_s(loads: list[LinkLoad], paper: bool = False) -> float:
+    """The busiest cable's bytes over its rate (`link_loads`, busiest first): the schedule's lower
+    bound on this network."""
+    return loads[0].seconds(paper) if loads else 0.0
+
+
 def cable_load_gbps(loads: list[LinkLoad]) -> float:
     """Gbit/s the schedule puts on all cables together while its busiest is busy (`link_loads`):
     every directed cable's bytes over the busiest one's time at its rate. The quantity the flow
     model's load term multiplies (models.flow.simgrid.cable_load_gbps, there from a platform)."""
-    busiest_s = loads[0].seconds() if loads else 0.0
-    return sum(ld.nbytes for ld in loads) * 8 / busiest_s / 1e9 if busiest_s > 0 else 0.0
+    bound = busiest_s(loads)
+    return sum(ld.nbytes for ld in loads) * 8 / bound / 1e9 if bound > 0 else 0.0
 
 
 def expected_sync_s(net: Network, schedule: Schedule, paper: bool = False) -> float:
     """The busiest cable's bytes over its rate: the schedule's lower bound on this network."""
-    loads = link_loads(net, schedule)
-    return loads[0].seconds(paper) if loads else 0.0
+    return busiest_s(link_loads(net, schedule), paper)

@@ -194,8 +194,23 @@ def test_fig6_quick_replay_runs_both_models(tmp_path, monkeypatch):
         (f"{c['label']} [{c['model']}]", "holds") for c in report["claims"]
     ]
     assert summary.headlines[2].id == "fig6.a.within_percent_of.analytic" and summary.headlines[2].measured == 0.0
+    first = summary.provenance
     again = replay_model_figure("fig6", quick=True, results=tmp_path)  # every point kept: no simulation
-    assert json.loads((again / "report.json").read_text())["wall_s"] < 10
+    kept = read_summary(again)
+    # ...so the provenance is the replay that computed them, its date and wall time, not a run of its own
+    assert kept is not None and (kept.provenance.date, kept.provenance.wall_s) == (first.date, first.wall_s)
+    # a point computed on other code (here: a local change to the flow model then) is computed again
+    point = sorted((out / "points").glob("*.json"))[0]
+    saved = json.loads(point.read_text())
+    assert saved["computed_on"]["commit"] == first.commit
+    point.write_text(json.dumps({**saved, "analytic_s": -1.0, "computed_on": {**saved["computed_on"],
+                                 "dirty_files": {"models/flow/simgrid.py": "0" * 40}}}))  # fmt: skip
+    ended = json.loads((out / "run.json").read_text())["ended"]
+    replay_model_figure("fig6", quick=True, results=tmp_path)
+    redone = json.loads(point.read_text())
+    assert redone["analytic_s"] == saved["analytic_s"]
+    assert "models/flow/simgrid.py" not in redone["computed_on"]["dirty_files"]
+    assert json.loads((out / "run.json").read_text())["ended"] > ended  # this replay computed a point
 
 
 def test_replay_cli_dispatches_a_model_figure(tmp_path, monkeypatch, capsys):
