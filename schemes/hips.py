@@ -19,8 +19,12 @@ every stage), `hips` (any per-stage mix; RS in every stage by default). With `pa
 processes each sync 1/h of the gradient with the level order rotated (process p starts at level
 p), so every level's NICs are busy in every stage; without it one process runs levels 0..h-1.
 
-Chunks: each process's share is split into N·2^(rs stages) pieces (N·1 without `both_ways`), the
-finest piece any stage hands one member, so the parts of every stage are whole chunks; each piece
+Chunks: each process's share is split into 2N pieces with `both_ways` and an RS stage (N without),
+the finest piece any stage hands one member, so the parts of every stage are whole chunks: after
+stage l a member holds 1/(n_1...n_l) of the share, which the next RS stage splits in 2 n_(l+1)
+parts. (N·2^(rs stages) pieces, as before 2026-11-30, halved every frame on the Torus for
+nothing: HiPS's frames there are 2-5 KB at the matrix's size, where the engine's cost per frame,
+not per byte, is what it spends.) Each piece
 is `pipeline` chunks (PIPELINE, 1 by default), so with more a stage can pass on a part's first
 chunk while the rest are still on the wire.
 """
@@ -227,7 +231,7 @@ def hips(
     procs = g.levels if parallel else 1
     if pipeline < 1:
         raise ScheduleError(f"hips: pipeline must be a positive number of chunks per piece, got {pipeline}")
-    per_proc = math.prod(g.sizes) * ((2 ** methods.count("rs")) if both_ways else 1) * pipeline
+    per_proc = math.prod(g.sizes) * (2 if both_ways and "rs" in methods else 1) * pipeline
     sched = Schedule(variant, ws, split(n_elems, procs * per_proc))
     for p in range(procs):
         order = [(p + j) % g.levels for j in range(g.levels)]

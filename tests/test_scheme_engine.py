@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.host import verify_sums
@@ -137,3 +138,37 @@ def test_a_host_listens_on_its_own_address_only():
             await engine.close()
 
     assert asyncio.run(listen()) == {("127.0.0.2", port)}
+
+
+def _feed(proto, stream: bytes, cuts: list[int]) -> None:
+    """Hand `stream` to an inbound connection as the event loop would: into the buffer it offers,
+    in reads that end at `cuts` (or where its buffer is full)."""
+    pos = 0
+    for end in [*(c for c in cuts if c < len(stream)), len(stream)]:
+        while pos < end:
+            buf = proto.get_buffer(-1)
+            n = min(len(buf), end - pos)
+            buf[:n] = stream[pos : pos + n]
+            proto.buffer_updated(n)
+            pos += n
+
+
+@pytest.mark.parametrize("cuts", [[], [1, 2, 19, 40], list(range(1, 400, 7)), [70_000, 140_000, 300_001]])
+def test_an_inbound_connection_files_every_frame_however_the_reads_fall(cuts):
+    """Small frames many to a read, a header cut anywhere, a payload larger than the read buffer:
+    each frame is filed whole, in order, under its sender, chunk and iteration."""
+    from engine.executor import HEADER, HELLO, ITERATION, SCRATCH, HostEngine, _Inbound
+
+    engine = HostEngine("b", compile_scheme("ring", ["a", "b"], 64), {})
+    rng = np.random.default_rng(1)
+    frames = [(0, 0, b""), (0, 1, b"x" * 10), (1, 0, rng.bytes(3000)), (1, 1, rng.bytes(3 * SCRATCH + 5))]
+    stream = HELLO.pack(1) + b"a" + b"".join(HEADER.pack(it, c, len(p)) + p for it, c, p in frames)
+    proto = _Inbound(engine)
+    _feed(proto, stream, cuts)
+    assert engine.failure is None and proto.peer == "a"
+    got = {k: [q.get_nowait() for _ in range(q.qsize())] for k, q in engine.inbox.items()}
+    assert got == {("a", c, it): [(it, bytearray(p))] for it, c, p in frames}
+    # a control connection to the coordinator: its barrier messages, however they are cut
+    control = _Inbound(engine)
+    _feed(control, HELLO.pack(len("a#barrier")) + b"a#barrier" + ITERATION.pack(4) + ITERATION.pack(5), cuts[:2])
+    assert [engine._reached.get_nowait() for _ in range(2)] == [("a", 4), ("a", 5)]
