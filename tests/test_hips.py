@@ -160,6 +160,10 @@ def test_pipelined_chunks_move_the_same_bytes_and_sum_exactly(name):
     fine = compile_scheme("hrs", servers, n, digits=digits, both_ways=both, hips_pipeline=4)
     default = compile_scheme("hrs", servers, n, digits=digits, both_ways=both)
     assert len(fine.chunks) == 4 * len(base.chunks) and len(default.chunks) == len(base.chunks)
+    # each of the h processes cuts its share in 2N pieces with rings both ways (N without): the
+    # fewest that keep every stage's parts whole (the sums below are exact at 4x finer too)
+    h = len(next(iter(digits.values())))
+    assert len(base.chunks) == h * len(servers) * (2 if both else 1)
     assert pair_bytes(fine) == pair_bytes(base)
     rng = np.random.default_rng(3)
     g = {w: rng.standard_normal(n).astype(np.float32) for w in servers}
