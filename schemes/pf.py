@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 from schemes.flat import _check
 from schemes.schedule import Op, Schedule, ScheduleError, split
@@ -169,6 +167,11 @@ def _solve(
     constraints, with an LP relaxation tight enough for HiGHS: 13 workers of equal costs take 1.8 s
     where the integer-depth form (big-M) took 79 s to prove the same optimum, 20 workers 4 s
     where it took 272 s at a 5% gap; equal optima on seeded cost tables of 5-10 workers."""
+    # imported here: scipy.optimize takes ~0.66 s to import, and every engine process imports the
+    # scheme registry (this module) at its start, while only TSB's tree solve needs it
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_array
+
     n = len(ws)
     nodes = [*ws, ROOT]  # parents: the workers, then the root (index n)
     if max_degree < 1 or max_depth < 1 or not fits(n, max_degree, max_depth):
