@@ -33,10 +33,9 @@ from replays.provenance import Provenance, capture
 COMMON_DEPENDS = ["replays/", "topologies/", "results/reference/"]
 #: what an emulated run depends on (the platform; schemes.registry and the engine for scheme jobs)
 EMULATED_DEPENDS = ["runs/", "emulation/", "controller/", "tfjob/", "engine/", "schemes/"]
-#: the flow model's calibration (models.flow.simgrid.FACTORS_FILE), which every SimGrid point reads
-FLOW_FACTORS = "results/calibration/flowmodel-factors.json"
-#: what a model figure depends on
-MODEL_DEPENDS = ["models/", FLOW_FACTORS]
+#: what a model figure depends on (not the flow model's calibration file: a model figure simulates
+#: the paper's network, uncalibrated, models.flow.paper_scale and runs.simulate's `calibrated=False`)
+MODEL_DEPENDS = ["models/"]
 
 
 def _slug(text: str) -> str:

@@ -3,7 +3,7 @@ that did.
 
 A model or scheme figure (replays.modelreplay, replays.schemefig_replay) saves each point it
 computes, so that a rerun computes only what changed. A saved point with the same spec is not yet
-the same number: the flow model, its calibration file or the scheme code may have changed since.
+the same number: the flow model or the scheme code may have changed since.
 So each point records the tree it was computed on (`computed_on`: commit and local changes,
 replays.provenance), and is reused only where nothing its computing module reaches changed between
 that tree and the tree now (replays.staleness.against_tree over the point's dependencies, the

@@ -29,8 +29,8 @@ from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
 #: what a point's numbers depend on: the module that computes it, the models and the topology
-#: model it reaches, and the flow model's calibration
-POINT_DEPENDS = ["replays/modelfig.py", "models/", "topologies/", figsummary.FLOW_FACTORS]
+#: model it reaches
+POINT_DEPENDS = ["replays/modelfig.py", *figsummary.MODEL_DEPENDS, "topologies/"]
 
 
 def point_file(out: Path, panel: Panel, series: Series, workers: int) -> Path:
