@@ -23,8 +23,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from replays import figsummary
 from replays.provenance import REPO, Provenance
 from replays.staleness import CURRENT, against_tree
+from topologies.files import write_json_atomic
 
 LOG = logging.getLogger(__name__)
 
@@ -76,3 +78,13 @@ class KeptPoints:
             LOG.info("%s: computed again (%s)", path.name, why)
             return None
         return saved
+
+
+def replay_provenance(out: Path, computed: bool, wall_s: float, started: Provenance) -> tuple[float, Provenance]:
+    """The wall time and provenance a model figure's report records: this replay's where it
+    computed points (then kept in `out`/run.json), else those of the last replay that did."""
+    if computed:
+        write_json_atomic(out / "run.json", figsummary.run_record(wall_s, 0.0, started), indent=None)
+        return wall_s, started
+    last_wall, last = figsummary.last_run(out)
+    return (last_wall, last) if last is not None and last_wall is not None else (wall_s, started)

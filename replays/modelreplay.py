@@ -20,7 +20,7 @@ from typing import Any
 
 from replays import figsummary
 from replays.figure import REPO
-from replays.keptpoints import KeptPoints, stamp
+from replays.keptpoints import KeptPoints, replay_provenance, stamp
 from replays.modelfig import ModelFigure, Panel, Series, compute_point, load_model_figure, spec_data
 from replays.modelfig_report import write_model_report
 from replays.pool import worker_pool
@@ -96,11 +96,6 @@ def replay_model_figure(name: str, quick: bool = False, fresh: bool = False, res
         write_json_atomic(point_file(out, panel, series, w), points[key])
         rows.append({"panel": panel.id, "series": series.label, **points[key]})
     wall = time.monotonic() - t0
-    if widths:
-        write_json_atomic(out / "run.json", figsummary.run_record(wall, 0.0, started), indent=None)
-    else:  # only kept points: the replay that computed them is the provenance, as a resumed sweep's
-        last_wall, last = figsummary.last_run(out)
-        if last is not None and last_wall is not None:
-            wall, started = last_wall, last
+    wall, started = replay_provenance(out, bool(widths), wall, started)
     write_model_report(fig, out, rows, cap, quick, wall, started)
     return out

@@ -21,7 +21,7 @@ from typing import Any
 
 from replays import figsummary
 from replays.figure import FIGURES, REPO
-from replays.keptpoints import KeptPoints, stamp
+from replays.keptpoints import KeptPoints, replay_provenance, stamp
 from replays.pool import worker_pool
 from replays.provenance import capture
 from replays.schemefig import PointRef, compute_point, fold, load_scheme_figure, slug
@@ -88,11 +88,6 @@ def replay_scheme_figure(name: str, quick: bool = False, fresh: bool = False, re
         folded = fold([runs[(ref.id, seed)] for seed in fig.seeds(ref.g, quick)])
         rows.append({"id": ref.id, "group": ref.group, "series": ref.series, "x": ref.x, **folded})
     wall = time.monotonic() - t0
-    if todo:
-        write_json_atomic(out / "run.json", figsummary.run_record(wall, 0.0, started), indent=None)
-    else:  # only kept points: the replay that simulated them is the provenance, as a resumed sweep's
-        last_wall, last = figsummary.last_run(out)
-        if last is not None and last_wall is not None:
-            wall, started = last_wall, last
+    wall, started = replay_provenance(out, bool(todo), wall, started)
     write_scheme_report(fig, out, rows, quick, wall, started)
     return out
