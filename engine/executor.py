@@ -331,10 +331,11 @@ class _Inbound(asyncio.BufferedProtocol):
 
     Reads go into a scratch buffer (`SCRATCH` bytes) that every whole message in it is parsed
     from, so one read takes a header and a small payload, or many small frames, at once: reading
-    each header and each payload on its own (two reads and two event-loop turns per frame) made
-    HiPS's 2-5 KB frames on the 4x4 Torus ~20% slower than asyncio's streams on loopback
-    (2026-11-30). A payload that runs past the scratch buffer gets its own bytearray, the part
-    already read copied in, and the rest is read straight into it: a large payload is copied
+    each header and each payload on its own took two reads and two event-loop turns per frame
+    (HiPS on the 4x4 Torus, 2-5 KB frames, 2026-11-30: 88.5 CPU s per GB in synchronisations so,
+    80-85 with the scratch buffer; docs/measurements.md). A payload that runs past the scratch
+    buffer gets its own bytearray, the part already read copied in, and the rest is read straight
+    into it: a large payload is copied
     once by the kernel, not three more times as StreamReader did (its buffer, `readexactly`'s
     bytes, the buffer's shift), which cut mesh's and RAT's GST by 14% on loopback (2026-11-29).
 

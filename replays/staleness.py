@@ -25,7 +25,10 @@ naming no entry module keeps the folder rule: every module in the folder counts.
 by an uncommitted edit are not followed: the closure is read from commits.)
 
 Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
-does not stale a result unless a dependency names that very file.
+does not stale a result unless a dependency names that very file. Nor do a module's comments and
+docstrings: a `.py` file whose syntax tree, docstrings left out, is the same at both ends is no
+change (`same_code`), so correcting what a docstring says of a measurement does not stale the
+hours of results that ran on that code.
 
 A result whose commit git does not know (a shallow clone, a rewritten branch, no commit recorded)
 has **unknown provenance**: nothing can be said about it.
@@ -33,6 +36,8 @@ has **unknown provenance**: nothing can be said about it.
 
 from __future__ import annotations
 
+import ast
+import functools
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -144,6 +149,39 @@ def head_blobs(repo: Path, paths: list[str], rev: str = "HEAD") -> dict[str, str
     return out
 
 
+def _without_docstrings(source: str) -> str | None:
+    """The module's syntax tree with every docstring left out, as text (None: it does not parse).
+    Comments are not in the tree; line numbers are not in its dump."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            text = first.value.value if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) else None
+            if isinstance(text, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def same_code(repo: Path, blob_a: str | None, blob_b: str | None) -> bool:
+    """Two blobs of a module that differ only in comments and docstrings (False where either is
+    missing, is not in git's object store, or does not parse)."""
+    if not blob_a or not blob_b:
+        return False
+    a, b = _code_of(repo, blob_a), _code_of(repo, blob_b)
+    return a is not None and a == b
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_of(repo: Path, blob: str) -> str | None:
+    """A blob's code without docstrings (`_without_docstrings`), once per blob: a report compares
+    the same few changed modules for every result."""
+    r = _git(repo, "cat-file", "blob", blob)
+    return _without_docstrings(r.stdout) if r.returncode == 0 else None
+
+
 def staleness(
     commit: str | None,
     depends_on: list[str],
@@ -201,12 +239,20 @@ def against_tree(
     at_then = head_blobs(repo, candidates, commit)
     at_now = head_blobs(repo, candidates, now_commit)
     unreached = _outside_closure(candidates, depends_on, (commit, now_commit), repo, kind)
+
+    def then(p: str) -> str | None:  # its content when the result ran
+        return then_dirty.get(p, at_then.get(p))
+
+    def now(p: str) -> str | None:  # its content now
+        return tree_dirty.get(p, at_now.get(p))
+
     changed = [
         p
         for p in candidates
         if p not in unreached
-        and then_dirty.get(p, at_then.get(p)) != tree_dirty.get(p, at_now.get(p))  # content then vs now
-        and not (p.endswith(".py") and then_dirty.get(p, at_then.get(p)) is None)  # a module added since
+        and then(p) != now(p)
+        and not (p.endswith(".py") and then(p) is None)  # a module added since
         and not _prose(p, depends_on)
+        and not (p.endswith(".py") and same_code(repo, then(p), now(p)))  # comments and docstrings only
     ]
     return Staleness(state=STALE, changed=changed) if changed else Staleness(state=CURRENT)

@@ -62,6 +62,24 @@ def test_a_module_added_since_is_not_a_change_but_an_added_file_or_a_removed_mod
     assert staleness(second, ["pkg/"], repo=r).changed == ["pkg/new.yaml", "pkg/y.py"]
 
 
+def test_comments_and_docstrings_are_not_a_change_but_code_is(repo):
+    """A module edited only in its docstrings and comments computes what it did: the result stays
+    current. A changed statement, or a docstring turned into code, stales it."""
+    r, _, second = repo
+    (r / "pkg" / "x.py").write_text('"""What x is."""\n\nx = 2  # two\n\n\ndef f():\n    """f."""\n    return x\n')
+    third = commit_all(r, "a docstring, a comment and a function")
+    said = '"""What x is, said better."""\n\nx = 2\n\n\ndef f():\n'
+    (r / "pkg" / "x.py").write_text(said + '    """f, said."""\n    return x\n')
+    fourth = commit_all(r, "docstrings and a comment only")
+    assert staleness(third, ["pkg/"], repo=r).state == CURRENT
+    (r / "pkg" / "x.py").write_text(said + "    return x + 1\n")
+    commit_all(r, "code")
+    for since in (third, fourth):
+        s = staleness(since, ["pkg/"], repo=r)
+        assert (s.state, s.changed) == (STALE, ["pkg/x.py"])
+    assert staleness(second, ["pkg/"], repo=r).state == STALE  # a function added since: code
+
+
 def test_a_folder_readme_is_prose_unless_a_dependency_names_it(repo):
     """A markdown file in a dependency folder (its README) is read by people, not by a run: editing
     it leaves a result current. Named as a dependency of its own, it counts."""
