@@ -335,9 +335,9 @@ class _Inbound(asyncio.BufferedProtocol):
     (HiPS on the 4x4 Torus, 2-5 KB frames, 2026-11-30: 88.5 CPU s per GB in synchronisations so,
     80-85 with the scratch buffer; docs/measurements.md). A payload that runs past the scratch
     buffer gets its own bytearray, the part already read copied in, and the rest is read straight
-    into it: a large payload is copied
-    once by the kernel, not three more times as StreamReader did (its buffer, `readexactly`'s
-    bytes, the buffer's shift), which cut mesh's and RAT's GST by 14% on loopback (2026-11-29).
+    into it: a large payload is copied once by the kernel, not three more times as StreamReader
+    did (its buffer, `readexactly`'s bytes, the buffer's shift), which cut mesh's and RAT's GST by
+    14% on loopback (2026-11-29).
 
     A protocol of our own: asyncio's streams are the only reader it ships, and they copy."""
 
