@@ -386,9 +386,11 @@ class _Inbound(asyncio.BufferedProtocol):
         while True:
             avail = self.end - self.start
             if not self.peer:
-                if avail < HELLO.size or avail < HELLO.size + HELLO.unpack_from(buf, self.start)[0]:
+                if avail < HELLO.size:
                     return
                 n = HELLO.unpack_from(buf, self.start)[0]
+                if avail < HELLO.size + n:
+                    return
                 name = bytes(buf[self.start + HELLO.size : self.start + HELLO.size + n]).decode()
                 self.start += HELLO.size + n
                 self.peer, self.barrier = name.removesuffix(BARRIER), name.endswith(BARRIER)
