@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from emulation import datapath
 from emulation.cluster import Cluster
-from emulation.fidelity import Monitor, Verdict
+from emulation.fidelity import Monitor, Verdict, snmp_segments
 from emulation.phases import Window
 from emulation.placement import Placement
 from emulation.relaying import RelayLoad
@@ -85,16 +85,6 @@ def merge_drops(each: list[datapath.Drops]) -> datapath.Drops:
     )
 
 
-def _tcp_segments(text: str) -> tuple[int, int]:
-    """(RetransSegs, OutSegs) from a /proc/net/snmp text; (0, 0) if it has none."""
-    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Tcp:")]
-    try:
-        row = dict(zip(lines[0], lines[1], strict=True))
-        return int(row["RetransSegs"]), int(row["OutSegs"])
-    except (IndexError, KeyError, ValueError):
-        return 0, 0
-
-
 class ClusterMonitor(Monitor):
     """A Monitor whose counters come from the servers (module doc); the same start/stop/verdict."""
 
@@ -110,7 +100,6 @@ class ClusterMonitor(Monitor):
         self.bridges_on = {s: [b for b in self.bridges if tb.server_of(b) == s] for s in on}
         self.remote = RemoteSampler(tb.cluster.config, on, period_s=self.sampler.period_s / 4)
         self._snap = {s: f"/tmp/psnet-{tb.run_id}-{s}.snapshot" for s in on}
-        self._windows: list[Window] | None = None
 
     def _python(self, server: str, code: str, *args: str) -> str:
         """Run `code` with the repository's Python on `server`, in the checkout (module doc)."""
@@ -118,7 +107,7 @@ class ClusterMonitor(Monitor):
         return self.tb.cluster.run(server, line).stdout
 
     def _snmp(self, host: str) -> tuple[int, int]:
-        return _tcp_segments(self.tb.host(host).cmd("cat /proc/net/snmp"))
+        return snmp_segments(self.tb.host(host).cmd("cat /proc/net/snmp"))
 
     @property
     def samples(self) -> list[Sample]:
@@ -126,9 +115,7 @@ class ClusterMonitor(Monitor):
 
     @property
     def windows(self) -> list[Window]:
-        """The servers' rounds merged (once, after stop(): the verdict reads them several times)."""
-        if self._windows is not None:
-            return self._windows
+        """The servers' rounds merged (each round once: the stall watch reads them every tick)."""
         return self.remote.windows(self.intfs)
 
     def start(self) -> ClusterMonitor:
@@ -156,7 +143,6 @@ class ClusterMonitor(Monitor):
 
     def stop(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
         self.remote.stop()
-        self._windows = self.remote.windows(self.intfs)
         self._count_drops()
         return self.verdict(since, loopback_only)
 

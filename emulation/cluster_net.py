@@ -25,7 +25,7 @@ from emulation.bringup import ProbedController, RegisteredNet, TestbedError
 from emulation.cluster import Cluster, make_cluster_mininet
 from emulation.cluster_inventory import ClusterInventory
 from emulation.cluster_monitor import ClusterMonitor
-from emulation.flows import PERIOD_S, FlowSampler
+from emulation.flows import PERIOD_S, DpFlow, FlowSampler, Stream, parse_dump, parse_ss
 from emulation.net import Testbed
 from emulation.placement import Placement, cable_traffic, place
 from emulation.relaying import RelayLoad
@@ -85,6 +85,40 @@ class ClusterNet(RegisteredNet):
             super().close()
 
 
+class ClusterFlowSampler(FlowSampler):
+    """emulation.flows' sampler over several servers: each read is one SSH command per server.
+
+    The sockets: `ss` in each of the server's host namespaces (`nsenter` on the host shell's PID
+    there, which the cluster edition reads from the remote shell). The flows: the server's own
+    datapath dump. The dumps are merged into one: a connection is followed across a cut cable
+    because its two VXLAN ends bear the model's interface names, as a veth's would, so the flow
+    that matches it on the far server is found by the port it entered by there."""
+
+    cluster: Cluster
+    servers: list[str]
+    pids_on: dict[str, list[int]]
+
+    @classmethod
+    def of(cls, tb, period_s: float = PERIOD_S) -> ClusterFlowSampler:
+        sampler = super().of(tb, period_s)
+        sampler.cluster, sampler.servers = tb.cluster, list(tb.placement.servers)
+        sampler.pids_on = {}
+        for host, pid in sampler.pids.items():
+            sampler.pids_on.setdefault(tb.server_of(host), []).append(pid)
+        return sampler
+
+    def _sockets(self) -> dict[Stream, int]:
+        out: dict[Stream, int] = {}
+        for server, pids in sorted(self.pids_on.items()):
+            line = f"for p in {' '.join(map(str, pids))}; do nsenter -t $p -n ss -tinHO state connected; done"
+            out.update(parse_ss(self.cluster.run(server, line, check=False).stdout))
+        return out
+
+    def _dump(self) -> list[DpFlow]:
+        dump = "ovs-appctl dpctl/dump-flows --names"
+        return parse_dump("".join(self.cluster.run(s, dump, check=False).stdout for s in self.servers))
+
+
 class ClusterTestbed(Testbed):
     """A running emulation of one topology over the cluster file's servers (module doc)."""
 
@@ -138,11 +172,9 @@ class ClusterTestbed(Testbed):
         """The run's fidelity monitor over every server (emulation.cluster_monitor)."""
         return ClusterMonitor(self, relay=relay)
 
-    def flow_sampler(self) -> FlowSampler:
-        """A sampler that follows no flow: it reads each host's sockets through a local PID and
-        ovs-vswitchd's flows here, neither of which a server offers (not yet over a cluster: C on
-        the busiest link is reported as nothing sampled)."""
-        return FlowSampler(self.model, {}, dict, PERIOD_S)
+    def flow_sampler(self) -> ClusterFlowSampler:
+        """C on the busiest shared link, from every server's sockets and datapath (ClusterFlowSampler)."""
+        return ClusterFlowSampler.of(self)
 
     def _room_for_queues(self) -> None:
         """Each server's ovs-vswitchd takes the send buffer its own set-up gave it (scripts/setup.sh
@@ -150,4 +182,4 @@ class ClusterTestbed(Testbed):
         LOG.debug("send buffers: left to each server's set-up")
 
 
-__all__ = ["ClusterNet", "ClusterTestbed"]
+__all__ = ["ClusterFlowSampler", "ClusterNet", "ClusterTestbed"]

@@ -238,10 +238,18 @@ def _host_pids(net: Network) -> dict[str, int]:
 def tcp_segments(pid: int) -> tuple[int, int]:
     """(RetransSegs, OutSegs) of the network namespace of process `pid`; (0, 0) if it is gone."""
     try:
-        lines = [ln.split() for ln in Path(f"/proc/{pid}/net/snmp").read_text().splitlines() if ln.startswith("Tcp:")]
+        return snmp_segments(Path(f"/proc/{pid}/net/snmp").read_text())
+    except OSError:
+        return 0, 0
+
+
+def snmp_segments(text: str) -> tuple[int, int]:
+    """(RetransSegs, OutSegs) from a /proc/net/snmp text; (0, 0) if it has none."""
+    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Tcp:")]
+    try:
         row = dict(zip(lines[0], lines[1], strict=True))
         return int(row["RetransSegs"]), int(row["OutSegs"])
-    except (OSError, IndexError, KeyError, ValueError):
+    except (IndexError, KeyError, ValueError):
         return 0, 0
 
 

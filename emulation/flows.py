@@ -354,6 +354,14 @@ class FlowSampler(Periodic):
 
         return cls(tb.model, {h.name: tb.host(h.name).pid for h in tb.model.hosts()}, paths, period_s)
 
+    def _sockets(self) -> dict[Stream, int]:
+        """Every host's sockets (a direction is one host's socket: the hosts' sets are disjoint)."""
+        return {s: b for pid in self.pids.values() for s, b in host_sockets(pid).items()}
+
+    def _dump(self) -> list[DpFlow]:
+        """The datapath's flows (over several servers: every server's, emulation.cluster_net)."""
+        return datapath_flows()
+
     def first(self) -> None:
         self.tick()
 
@@ -370,18 +378,17 @@ class FlowSampler(Periodic):
         paths = self.paths_fn()
         rerouted, self.paths = paths is not self.paths, paths
         moved = []
-        for pid in self.pids.values():
-            for s, b in host_sockets(pid).items():
-                if s.src_ip not in self.ips or s.dst_ip not in self.ips:
-                    continue  # loopback and other connections that never cross the network
-                seen = self.history.setdefault(s, [])
-                if not seen or b != seen[-1][1]:  # only changes: the value at any time is the last before it
-                    seen.append((t, b))
-                    moved.append(s)
+        for s, b in self._sockets().items():
+            if s.src_ip not in self.ips or s.dst_ip not in self.ips:
+                continue  # loopback and other connections that never cross the network
+            seen = self.history.setdefault(s, [])
+            if not seen or b != seen[-1][1]:  # only changes: the value at any time is the last before it
+                seen.append((t, b))
+                moved.append(s)
         todo = [s for s in moved if rerouted or s not in self.crossed]  # follow each once, again after a reroute
         if not todo:
             return
-        flows = by_port(datapath_flows())
+        flows = by_port(self._dump())
         for s in todo:
             links = trace(self.net, self.paths, flows, s)
             if links:

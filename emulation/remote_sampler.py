@@ -69,6 +69,8 @@ class RemoteSampler:
         self.lines: dict[str, list[dict]] = {s: [] for s in intfs}
         self._procs: dict[str, subprocess.Popen] = {}
         self._threads: list[threading.Thread] = []
+        self._windows: list[Window] = []
+        self._merging = threading.Lock()  # the stall watch's thread and the verdict both read windows
 
     def start(self) -> RemoteSampler:
         for server, names in self.intfs.items():
@@ -136,17 +138,19 @@ class RemoteSampler:
         return out
 
     def windows(self, rate_mbps: Mapping[str, float]) -> list[Window]:
-        """The cluster's transfer windows (emulation.phases.window), one per round of agent lines."""
-        out = []
-        for a, b in pairwise(self._rounds()):
-            moved = {}
-            for s in b:
-                da, db = a[s]["dev"], b[s]["dev"]
-                moved.update({i: (db[i][0] - da[i][0], db[i][1] - da[i][1]) for i in db if i in da})
-            t = max(b[s]["t"] for s in b)
-            dt = max(b[s]["t"] - a[s]["t"] for s in b)
-            out.append(window(t, dt, moved, rate_mbps))
-        return out
+        """The cluster's transfer windows (emulation.phases.window), one per round of agent lines.
+        Each is merged once and kept: the stall watch reads them every tick while the run goes on
+        (`rate_mbps` is the run's, the same on every call)."""
+        with self._merging:
+            for a, b in pairwise(self._rounds()[len(self._windows) :]):
+                moved = {}
+                for s in b:
+                    da, db = a[s]["dev"], b[s]["dev"]
+                    moved.update({i: (db[i][0] - da[i][0], db[i][1] - da[i][1]) for i in db if i in da})
+                t = max(b[s]["t"] for s in b)
+                dt = max(b[s]["t"] - a[s]["t"] for s in b)
+                self._windows.append(window(t, dt, moved, rate_mbps))
+            return list(self._windows)
 
 
 def _sample(a: dict, b: dict) -> Sample:

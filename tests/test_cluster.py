@@ -203,6 +203,11 @@ def test_a_ring_job_over_two_servers_sums_exactly_and_is_judged_from_both(server
     assert v["samples"] >= 2 and {server_of[i] for i, u in v["links"].items() if u > 0.1} == {"server1", "server2"}, v
     assert "silent" in v["datapath"], v  # both servers' datapaths were compared
     assert set(v["retrans"]) == {h.name for h in tb.model.hosts()}, v  # every host's TCP counters, read in it
+    # C followed through both servers' datapaths: every ring direction that carried bytes was traced,
+    # the two that change rack across a tunnel too (their far ends are on the other server)
+    c = summary["flows_on_busiest_link"]
+    assert c["streams"] >= 8 and c["unmapped"] == 0 and c["c"] >= 1, c
+    assert {tb.model.nodes[n].is_host for n in c["link"].split("-")} == {False}, c  # a switch-switch cable
     assert _left_on_servers(servers) == []
 
 

@@ -10,8 +10,9 @@ from dataclasses import asdict
 
 import pytest
 
-from emulation.cluster_monitor import _drops, _tcp_segments, merge_drops
+from emulation.cluster_monitor import _drops, merge_drops
 from emulation.datapath import Drops, PortLoss
+from emulation.fidelity import snmp_segments
 from emulation.remote_sampler import RemoteSampler
 
 
@@ -51,6 +52,24 @@ def test_windows_stop_where_the_shortest_agent_stops():
     assert len(_sampler(lines).samples(every=1)) == 1
 
 
+def test_transfer_windows_grow_as_the_agents_print_and_each_round_is_merged_once():
+    """The stall watch reads the windows every tick of a run: the rounds merged on an earlier
+    read are kept (the same objects), only the new ones are added, as far as every server has
+    printed; each window's bytes are its own round's."""
+    lines = {s: [_line(float(t), 10 * t, 10 * t, t, 1000 * t) for t in range(3)] for s in ("s1", "s2")}
+    sampler = _sampler(lines)
+    rate = {"s1-eth1": 1.0, "s2-eth1": 1.0}
+    first = sampler.windows(rate)
+    assert len(first) == 2
+    for t in (3, 4):
+        sampler.lines["s1"].append(_line(float(t), 10 * t, 10 * t, t, 0) | {"dev": {"s1-eth1": [0, 1000 * t]}})
+    sampler.lines["s2"].append(_line(3.0, 30, 30, 3, 0) | {"dev": {"s2-eth1": [0, 5000]}})
+    later = sampler.windows(rate)
+    assert len(later) == 3 and all(a is b for a, b in zip(first, later, strict=False))
+    # round 3: s1 sent 1,000 B, s2 3,000 B in 1 s, on 1 Mbit/s cables
+    assert later[2].t == pytest.approx(3.0) and later[2].link == "s2-eth1" and later[2].util == pytest.approx(0.024)
+
+
 def test_the_servers_losses_add_up():
     """Every server's ports, received drops and logged send errors, from their JSON form."""
     a = Drops([PortLoss("s1-eth1", 100, 90, 0, 4, True)], {"s1-eth1": 2}, {"Resource temporarily unavailable": 3})
@@ -66,4 +85,4 @@ def test_the_servers_losses_add_up():
 
 def test_tcp_counters_from_a_hosts_snmp():
     snmp = "Tcp: RtoAlgorithm RetransSegs OutSegs\nTcp: 1 7 1000\n"
-    assert _tcp_segments(snmp) == (7, 1000) and _tcp_segments("") == (0, 0)
+    assert snmp_segments(snmp) == (7, 1000) and snmp_segments("") == (0, 0)
