@@ -249,9 +249,9 @@ def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
         base = sims[MAX_MIN.label]
         slope = (secs[key(c, probe)] - base) / PROBE_S
         plat, traffic = inputs[c.name]
-        fan_in, load = traffic.fan_in(), cable_load_gbps(plat, traffic)
-        row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in, cable_load_gbps=load)
-        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims, load))
+        fan_in, load, pairs = traffic.fan_in(), cable_load_gbps(plat, traffic), len(traffic.pairs())
+        row.update(uncalibrated_s=base, critical_messages=slope, fan_in=fan_in, cable_load_gbps=load, connections=pairs)
+        points.append(Point(c.name, row["emulated_s"] or float("nan"), base, slope, fan_in, sims, load, pairs))
     return points
 
 
@@ -528,7 +528,8 @@ def forms_table(forms: list[dict]) -> str:
                  f"queue {v['queue_bytes']:g} B" if v.get("queue_bytes") else "",
                  f"datapath {v['datapath_bps'] * 8e-6:g} Mbit/s x cables" if v.get("datapath_bps") else "",
                  f"k {v['fan_in_factor']:.3f}" if v["fan_in_factor"] else "",
-                 f"a {v['load_factor']:.3f} per Gbit/s" if v.get("load_factor") else ""]  # fmt: skip
+                 f"a {v['load_factor']:.3f} per Gbit/s" if v.get("load_factor") else "",
+                 f"q {v['load_power']:.2f}, j {v['pairs_power']:.2f}" if v.get("pairs_power") else ""]  # fmt: skip
         fi, ho = f["fitted"], f["held_out"]
         rows.append([f["form"], f"{fi['median_abs_error'] * 100:.1f}%", f"{fi['within_10pct'] * 100:.0f}%",
                      f"{ho['median_abs_error'] * 100:.1f}%", f"{ho['within_10pct'] * 100:.0f}%",
@@ -542,7 +543,7 @@ def _where(row: dict) -> str:
 
 
 def format_tables(res: dict) -> str:
-    head = ["topology", "traffic", "hosts", "busiest cable (s)", "all cables (Gbit/s)", "emulated GST (s)",
+    head = ["topology", "traffic", "hosts", "busiest cable (s)", "veth cables (Gbit/s)", "emulated GST (s)",
             "simulated, max-min (s)", "simulated, calibrated (s)", "calibrated / emulated", "within 5%?",
             "held out / emulated", "why not"]  # fmt: skip
     rows = [
@@ -563,7 +564,9 @@ def format_tables(res: dict) -> str:
             f"headers' {'on' if f['headers'] else 'off'}, message latency {f['message_latency_s'] * 1e3:.3g} ms, "
             f"latency per cable {f['hop_latency_s'] * 1e3:.3g} ms, weight-S {f['weight_s']:g}, queue "
             f"{f.get('queue_bytes', 0):g} B, datapath {f.get('datapath_bps', 0) * 8e-6:g} Mbit/s x cables (0: none), "
-            f"fan-in k {f['fan_in_factor']:.3f}, load a {f.get('load_factor', 0):.3f} per Gbit/s over all cables), "
+            f"fan-in k {f['fan_in_factor']:.3f}, load term {f.get('load_factor', 0):.4f} "
+            f"L^{f.get('load_power', 1):.2f} P^{f.get('pairs_power', 0):.2f}, L in Gbit/s over the veth cables, "
+            "P the connections), "
             f"fitted on {f['points']} points. Within 5%: {within} of "
             f"{len(res['points'])} points. Fitted on {cal['fitted_on']}."
         )

@@ -165,7 +165,7 @@ class RunSummary(Record):
     predicted (runs.predict: the paper's model), predicted_placement, host_time*, step_split
     (runs.steptime), timings, ps_nic_bytes, jobs (several jobs), round (runs.rounds);
     scheme jobs (runs.engine_job): scheme, compute, gst_s, expected_sync_s, cable_load_gbps,
-    load_slowdown, gst_formula_s,
+    connections, load_slowdown, gst_formula_s,
     bytes_per_host, cross_region_bytes, chain_length, loss, sums_checked, sum_problems, nic_bytes,
     dvf (pf);
     hardware (servers.hardware): mode, prediction_applies, hardware; a timeline: timeline;
@@ -216,6 +216,7 @@ class RunSummary(Record):
     cable_load_gbps: Num | None = None
     #: scheme jobs: the flow-model calibration's expected GST / max-min at that load (1 + a L)
     load_slowdown: Num | None = None
+    connections: int | None = None  # host pairs the schedule sends between (the load term's P)
     gst_formula_s: Num | None = None
     bytes_per_host: dict[str, dict[str, Num]] | None = None
     cross_region_bytes: list[Num] = []

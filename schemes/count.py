@@ -78,12 +78,14 @@ def busiest_s(loads: list[LinkLoad], paper: bool = False) -> float:
     return loads[0].seconds(paper) if loads else 0.0
 
 
-def cable_load_gbps(loads: list[LinkLoad]) -> float:
-    """Gbit/s the schedule puts on all cables together while its busiest is busy (`link_loads`):
-    every directed cable's bytes over the busiest one's time at its rate. The quantity the flow
-    model's load term multiplies (models.flow.simgrid.cable_load_gbps, there from a platform)."""
+def cable_load_gbps(net: Network, loads: list[LinkLoad]) -> float:
+    """Gbit/s the schedule puts on the veth cables together while its busiest cable is busy
+    (`link_loads`): every directed veth cable's bytes over the busiest one's time at its rate (a
+    patch cable costs the datapath no pass). The quantity the flow model's load term multiplies
+    (models.flow.simgrid.cable_load_gbps, there from a platform)."""
     bound = busiest_s(loads)
-    return sum(ld.nbytes for ld in loads) * 8 / bound / 1e9 if bound > 0 else 0.0
+    veth = sum(ld.nbytes for ld in loads if not net.is_patch(ld.link))
+    return veth * 8 / bound / 1e9 if bound > 0 else 0.0
 
 
 def expected_sync_s(net: Network, schedule: Schedule, paper: bool = False) -> float:

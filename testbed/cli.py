@@ -355,10 +355,11 @@ def _print_scheme_run(s: RunSummary, out_dir: Path) -> None:
     if s.cable_load_gbps is not None:
         slow = (
             f": this machine's flow-model calibration expects GST {s.load_slowdown:.2f}x max-min from it"
+            + (f" and its {s.connections} connections" if s.connections else "")
             if s.load_slowdown
             else ""
         )
-        print(f"  cable load    {s.cable_load_gbps:.2f} Gbit/s over all cables at that bound{slow}")
+        print(f"  cable load    {s.cable_load_gbps:.2f} Gbit/s over the veth cables at that bound{slow}")
     if s.engine_cpu_s_per_gb is not None:
         print(f"  engine CPU    {s.engine_cpu_s_per_gb:.2f} s per GB sent, in synchronisations (all hosts)")
     streams, segment = s.get("streams"), s.get("segment_kb")

@@ -258,12 +258,14 @@ def test_scale_benchmark_quick_path(tmp_path):
 
 @pytest.mark.parametrize(
     ("topology", "scheme"),
-    [("leafspine-2rack.yaml", "ring"), ("fattree-testbed.yaml", "mesh"), ("bcube-4-1.yaml", "rat")],
-)
+    [("leafspine-2rack.yaml", "ring"), ("fattree-testbed.yaml", "mesh"), ("bcube-4-1.yaml", "rat"),
+     ("psnet-testbed.yaml", "ps")],
+)  # fmt: skip
 def test_a_runs_cable_load_is_the_flow_models(topology, scheme):
     """The cable load a scheme run reports (schemes.count, from the controller's routes on the
     topology) is the one the flow model's load term multiplies (models.flow.simgrid, from its
-    platform): the same bytes on the same cables, whichever side computes it."""
+    platform): the same bytes on the same veth cables, whichever side computes it. On PSNet the
+    ECS-ToR cables are patch ports, which cost the datapath no pass: they are not in it."""
     from models.flow.links import platform
     from models.flow.routes import flow_routes
     from schemes.count import cable_load_gbps, link_loads
@@ -273,5 +275,10 @@ def test_a_runs_cable_load_is_the_flow_models(topology, scheme):
     sched = compile_scheme(scheme, hosts, 250_000, regions=net.family.regions(net))
     traffic = from_schedule(sched)
     plat = platform(net, flow_routes(net, traffic.pairs()), False)
-    ours = cable_load_gbps(link_loads(net, sched))
+    loads = link_loads(net, sched)
+    ours = cable_load_gbps(net, loads)
     assert ours > 0 and ours == pytest.approx(simgrid.cable_load_gbps(plat, traffic), rel=1e-9)
+    patch = [ld for ld in loads if net.is_patch(ld.link)]
+    assert bool(patch) == bool(plat.patch) == topology.startswith("psnet")
+    every = sum(ld.nbytes for ld in loads) * 8 / loads[0].seconds() / 1e9
+    assert ours == pytest.approx(every - sum(ld.nbytes for ld in patch) * 8 / loads[0].seconds() / 1e9)

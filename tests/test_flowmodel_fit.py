@@ -339,6 +339,37 @@ def test_fit_recovers_the_emulators_load_factor_and_held_out_judges_it():
     assert fit([Point(p.name, p.emulated_s, p.base_s, 0.0, p.fan_in, p.sims) for p in pts], with_load).load_factor == 0
 
 
+def test_fit_recovers_the_load_terms_shape_and_the_settings_carry_it():
+    """Points slowed by (1 + a L^q P^j) on top of the headers: the shaped load form finds a, q and
+    j; the plain load form (a L) cannot fit them; the settings it writes give SimGrid's multiplier
+    (models.flow.simgrid.load_multiplier) the same time as the fit's own formula."""
+    from models.flow.simgrid import LOAD_FACTOR, load_multiplier
+
+    a, q, j = 0.034, 1.6, 0.5
+    terms = [
+        (1.0, 0.3, 2),
+        (2.0, 1.5, 12),
+        (0.5, 3.0, 56),
+        (2.0, 0.8, 6),
+        (1.0, 2.2, 24),
+        (0.8, 1.0, 80),
+        (1.5, 2.6, 8),
+    ]
+    pts = [
+        Point(f"t{i % 3}.yaml p{i}", h * (1 + a * load**q * n**j), h / 1.05, 0.0, 1, {HEADERS.label: h}, load, n)
+        for i, (h, load, n) in enumerate(terms)
+    ]
+    shaped = Form("headers, load a L^q P^j", (HEADERS,), load=True, load_shape=True)
+    got = fit(pts, shaped)
+    assert (got.load_factor, got.load_power, got.pairs_power) == pytest.approx((a, q, j), rel=1e-3)
+    assert fit(pts, Form("headers, load a", (HEADERS,), load=True)).rms_log_error > 0.02 > got.rms_log_error
+    cfg = settings(got)
+    p = pts[2]
+    simulated = p.sims[HEADERS.label] * load_multiplier(float(cfg[LOAD_FACTOR]), p.load_gbps, p.pairs, cfg)
+    assert simulated == pytest.approx(got.model_s(p), rel=1e-5)
+    assert "headers, load a L^q P^j" in [f.name for f in candidate_forms()]
+
+
 def test_the_load_factor_multiplies_the_simulated_time_by_the_cables_load():
     """Two hosts on one 1 MB/s switch path (two cables) exchanging 1 MB each way: every directed
     cable carries 1 MB at 1 MB/s, four of them, so the traffic's load is 4 x 8 Mbit/s = 0.032

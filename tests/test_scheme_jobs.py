@@ -37,11 +37,13 @@ def test_testbed_run_takes_a_scheme_job(tmp_path: Path):
     assert len(s["cross_region_bytes"]) == 1 and s["cross_region_bytes"][0] > 0
     assert "faithful" in s["fidelity"] and (res.out_dir / "iterations.csv").exists()
     # the cable load beside the verdict, and the slow-down this machine's flow-model calibration expects of it
-    from models.flow.simgrid import LOAD_FACTOR, sim_config
+    from models.flow.simgrid import LOAD_FACTOR, LOAD_POWER, PAIRS_POWER, sim_config
 
-    a = float(sim_config()[0].get(LOAD_FACTOR, 0) or 0)
-    assert s["cable_load_gbps"] > 0
-    assert s["load_slowdown"] == (pytest.approx(1 + a * s["cable_load_gbps"], abs=1e-3) if a else None)
+    cfg = sim_config()[0]
+    a, q, j = (float(cfg.get(k, d)) for k, d in ((LOAD_FACTOR, 0), (LOAD_POWER, 1), (PAIRS_POWER, 0)))
+    assert s["cable_load_gbps"] > 0 and s["connections"] == 12  # RAT on 4 hosts: every ordered pair
+    want = 1 + a * s["cable_load_gbps"] ** q * s["connections"] ** j
+    assert s["load_slowdown"] == (pytest.approx(want, abs=1e-3) if a else None)
 
 
 WORKERS_3 = ["h0_2", "h0_3", "h1_2"]  # two racks of leafspine-2rack

@@ -16,9 +16,10 @@ setting, models.flow.simgrid, so every consumer of the calibrated model has it):
 - **a rate factor** b (LV08's `network/bandwidth-factor`, on top of the headers) and **a fan-in
   term** k (every time x (1 + k ln F), F the most distinct senders of one receiver), kept only
   where they pay off held out.
-- **the emulator's load** a (every time x (1 + a L), L the traffic's Gbit/s over all cables at its
-  bound: `simgrid.cable_load_gbps`): on 2 cores the engine, its TCP and the datapath share the
-  CPU, and the more the cables carry at once, the longer a faithful run takes beyond max-min.
+- **the emulator's load** a (every time x (1 + a L), L the traffic's Gbit/s over the veth cables at
+  its bound: `simgrid.cable_load_gbps`): on 2 cores the engine, its TCP and the datapath share the
+  CPU, and the more the cables carry at once, the longer a faithful run takes beyond max-min. Its
+  shape (`Form.load_shape`) may be fitted too: x (1 + a L^q P^j), P the traffic's connections.
 
 Latencies and weight-S change who gets which share, so the simulated time is not closed-form in
 them: each candidate value (`Sharing`) is simulated per point (a small grid), and the closed-form
@@ -46,7 +47,9 @@ from models.flow.simgrid import (
     FAN_IN_FACTOR,
     HOP_LATENCY,
     LOAD_FACTOR,
+    LOAD_POWER,
     MESSAGE_LATENCY,
+    PAIRS_POWER,
     QUEUE_BYTES,
     TCP_HEADERS,
     fan_in_multiplier,
@@ -55,11 +58,14 @@ from models.flow.simgrid import (
 from topologies.files import write_text_atomic
 
 #: bounds of the fit: a bandwidth factor within [0.1, 1.2], a message latency within [0, 0.5] s,
-#: a fan-in factor within [0, 5], a load factor within [0, 5] per Gbit/s
+#: a fan-in factor within [0, 5], a load factor within [0, 5] per Gbit/s, the load's power within
+#: [0.5, 3] and the connections' within [0, 1.5]
 BANDWIDTH_BOUNDS = (0.1, 1.2)
 LATENCY_BOUNDS = (0.0, 0.5)
 FAN_IN_BOUNDS = (0.0, 5.0)
 LOAD_BOUNDS = (0.0, 5.0)
+LOAD_POWER_BOUNDS = (0.5, 3.0)
+PAIRS_POWER_BOUNDS = (0.0, 1.5)
 
 
 @dataclass(frozen=True)
@@ -84,10 +90,15 @@ class Sharing:
         )
 
     def settings(
-        self, bandwidth_factor: float = 1.0, fan_in_factor: float = 0.0, load_factor: float = 0.0
+        self,
+        bandwidth_factor: float = 1.0,
+        fan_in_factor: float = 0.0,
+        load_factor: float = 0.0,
+        load_power: float = 1.0,
+        pairs_power: float = 0.0,
     ) -> dict[str, str]:
         """SimGrid's settings (models.flow.simgrid.sim_config's keys): LV08 with latency factor 1,
-        these terms, the rate factor b, the fan-in factor k and the load factor a."""
+        these terms, the rate factor b, the fan-in factor k and the load term a L^q P^j."""
         return {
             **BASE_CONFIG,
             "network/model": "LV08",
@@ -101,6 +112,8 @@ class Sharing:
             QUEUE_BYTES: f"{self.queue_bytes:.6g}",
             FAN_IN_FACTOR: f"{fan_in_factor:.6g}",
             LOAD_FACTOR: f"{load_factor:.6g}",
+            LOAD_POWER: f"{load_power:.6g}",
+            PAIRS_POWER: f"{pairs_power:.6g}",
         }
 
 
@@ -120,7 +133,8 @@ class Point:
     slope: float = 0.0  # d simulated / d message latency at b = 1 (the legacy form's critical path)
     fan_in: int = 1  # distinct senders of the busiest receiver (models.flow.demands.Traffic.fan_in)
     sims: Mapping[str, float] = field(default_factory=dict)  # Sharing.label -> simulated s (b = 1, k = 0)
-    load_gbps: float = 0.0  # Gbit/s over all cables at the bound (models.flow.simgrid.cable_load_gbps)
+    load_gbps: float = 0.0  # Gbit/s over the veth cables at the bound (models.flow.simgrid.cable_load_gbps)
+    pairs: int = 1  # the traffic's connections (host pairs), the load term's P
 
     def simulated(self, sharing: Sharing) -> float:
         if sharing == MAX_MIN and sharing.label not in self.sims:
@@ -132,7 +146,8 @@ class Point:
 class Form:
     """Which terms a model has: the candidate `Sharing` values (the grid; one value is a fixed
     setting), and whether the rate factor b, the fan-in factor k and the load factor a are
-    fitted. `legacy`: the 2026-11-27 form (b, c and k on base_s and slope, no headers)."""
+    fitted; `load_shape`: the load term's powers q and j too (a L^q P^j, not a L). `legacy`: the
+    2026-11-27 form (b, c and k on base_s and slope, no headers)."""
 
     name: str
     grid: tuple[Sharing, ...] = (HEADERS,)
@@ -140,6 +155,7 @@ class Form:
     fan_in: bool = False
     legacy: bool = False
     load: bool = False
+    load_shape: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,7 +173,9 @@ class Fit:
     legacy: bool = False  # the message latency acts through Point.slope (Form.legacy)
     datapath_bps: float = 0.0
     queue_bytes: float = 0.0
-    load_factor: float = 0.0  # a of (1 + a L), L in Gbit/s; 0 where not fitted
+    load_factor: float = 0.0  # a of (1 + a L^q P^j), L in Gbit/s; 0 where not fitted
+    load_power: float = 1.0  # q; 1 where the shape is not fitted
+    pairs_power: float = 0.0  # j; 0 where the shape is not fitted
 
     @property
     def sharing(self) -> Sharing:
@@ -175,7 +193,9 @@ class Fit:
         base = p.simulated(self.sharing) / self.bandwidth_factor
         if self.legacy:
             base += p.slope * self.message_latency_s
-        return base * fan_in_multiplier(self.fan_in_factor, p.fan_in) * load_multiplier(self.load_factor, p.load_gbps)
+        shape = {LOAD_POWER: str(self.load_power), PAIRS_POWER: str(self.pairs_power)}
+        load = load_multiplier(self.load_factor, p.load_gbps, p.pairs, shape)
+        return base * fan_in_multiplier(self.fan_in_factor, p.fan_in) * load
 
 
 #: the grids of the settings that are not closed-form (each value simulated per point). Kept
@@ -198,7 +218,7 @@ def candidate_forms() -> list[Form]:
     simulated terms (the per-message latency; LV08 sharing by a latency per cable or by weight-S;
     the datapath's capacity, alone and beside a latency per cable or a message latency), each
     with and without the rate factor b and the fan-in factor k, and with the emulator's load
-    factor a (with and without k)."""
+    factor a (with and without k, and with its shape a L^q P^j)."""
     c_grid = tuple(Sharing(message_s=c) for c in MESSAGE_GRID_S)
     dp_grid = tuple(Sharing(datapath_bps=d) for d in DATAPATH_GRID_BPS)
     families = {
@@ -229,6 +249,8 @@ def candidate_forms() -> list[Form]:
             forms.append(Form(name + suffix, grid, rate, fan_in))
         for fan_in in (False, True):  # the emulator's load, with and without the fan-in term
             forms.append(Form(name + (", k" if fan_in else "") + ", load a", grid, False, fan_in, load=True))
+        # its shape: a L^q P^j (the connections P stand for what the fan-in term did)
+        forms.append(Form(name + ", load a L^q P^j", grid, load=True, load_shape=True))
     return forms
 
 
@@ -250,35 +272,45 @@ def _closed_form(
     slope=None,
     message=False,
     load: np.ndarray | None = None,
-) -> tuple[float, float, float, float, np.ndarray]:
-    """Least squares on log(model / emulated) over the closed-form factors: (b, c, k, a, residuals);
-    `load` (Gbit/s per point) given: the load factor a is fitted too."""
+    pairs: np.ndarray | None = None,
+) -> tuple[dict[str, float], np.ndarray]:
+    """Least squares on log(model / emulated) over the closed-form factors: ({b, c, k, a, q, j},
+    residuals); `load` (Gbit/s per point) given: the load factor a is fitted too, and with `pairs`
+    (connections per point) the load term's powers q and j."""
     names = [*(["b"] if rate else []), *(["c"] if message else []), *(["k"] if fan_in else [])]
     names += ["a"] if load is not None else []
-    start = {"b": 0.95, "c": 0.001, "k": 0.05, "a": 0.1}
-    bounds = {"b": BANDWIDTH_BOUNDS, "c": LATENCY_BOUNDS, "k": FAN_IN_BOUNDS, "a": LOAD_BOUNDS}
-
-    def unpack(x) -> tuple[float, float, float, float]:
-        v = dict(zip(names, x, strict=True))
-        return v.get("b", 1.0), v.get("c", 0.0), v.get("k", 0.0), v.get("a", 0.0)
+    names += ["q", "j"] if load is not None and pairs is not None else []
+    start = {"b": 0.95, "c": 0.001, "k": 0.05, "a": 0.1, "q": 1.0, "j": 0.0}
+    bounds = {
+        "b": BANDWIDTH_BOUNDS,
+        "c": LATENCY_BOUNDS,
+        "k": FAN_IN_BOUNDS,
+        "a": LOAD_BOUNDS,
+        "q": LOAD_POWER_BOUNDS,
+        "j": PAIRS_POWER_BOUNDS,
+    }
+    fixed = {"b": 1.0, "c": 0.0, "k": 0.0, "a": 0.0, "q": 1.0, "j": 0.0}
+    l_arr = load if load is not None else np.zeros_like(sim)
+    p_arr = np.maximum(pairs if pairs is not None else np.ones_like(sim), 1)
 
     def residual(x) -> np.ndarray:
-        b, c, k, a = unpack(x)
-        t = sim / b + (slope * c if message else 0.0)
-        return np.log(t * (1 + k * log_f) * (1 + a * (load if load is not None else 0.0)) / emu)
+        v = fixed | dict(zip(names, x, strict=True))
+        t = sim / v["b"] + (slope * v["c"] if message else 0.0)
+        term = 1 + v["a"] * np.maximum(l_arr, 0) ** v["q"] * p_arr ** v["j"]
+        return np.log(t * (1 + v["k"] * log_f) * term / emu)
 
     if not names:
-        return 1.0, 0.0, 0.0, 0.0, residual([])
+        return dict(fixed), residual([])
     if names == ["b"]:  # exact: log b is the mean log ratio
         b = float(np.clip(np.exp(np.mean(np.log(sim / emu))), *BANDWIDTH_BOUNDS))
-        return b, 0.0, 0.0, 0.0, residual([b])
+        return fixed | {"b": b}, residual([b])
     res = least_squares(
         residual, [start[n] for n in names], bounds=([bounds[n][0] for n in names], [bounds[n][1] for n in names])
     )
-    b, c, k, a = unpack(res.x)
+    v = fixed | dict(zip(names, (float(x) for x in res.x), strict=True))
     # to the microsecond: SimGrid crashes on latencies below its precision (1e-9 s, seen at 4.5e-14)
-    c = round(c, 6)
-    return b, c, k, a, residual([{"b": b, "c": c, "k": k, "a": a}[n] for n in names])
+    v["c"] = round(v["c"], 6)
+    return v, residual([v[n] for n in names])
 
 
 def fit(points: Sequence[Point], form: Form) -> Fit:
@@ -292,20 +324,21 @@ def fit(points: Sequence[Point], form: Form) -> Fit:
     fan_in = form.fan_in and bool(np.any(log_f > 0))  # no point with a fan-in above 1: nothing to fit k on
     loads = np.array([p.load_gbps for p in pts])
     load = loads if form.load and bool(np.any(loads > 0)) else None  # no load known: nothing to fit a on
+    pairs = np.array([p.pairs for p in pts], dtype=float) if load is not None and form.load_shape else None
     best: Fit | None = None
     for sharing in form.grid if not form.legacy else (MAX_MIN,):
         sim = np.array([p.simulated(sharing) for p in pts])
         slope = np.array([p.slope for p in pts])
-        b, c, k, a, r = _closed_form(sim, emu, log_f, form.rate, fan_in, slope, form.legacy, load)
+        v, r = _closed_form(sim, emu, log_f, form.rate, fan_in, slope, form.legacy, load, pairs)
         rms = float(np.sqrt(np.mean(r**2)))
         if best is None or rms < best.rms_log_error:
             best = Fit(
-                b,
-                c if form.legacy else sharing.message_s,
+                v["b"],
+                v["c"] if form.legacy else sharing.message_s,
                 rms,
                 float(np.max(np.abs(np.expm1(r)))),
                 len(pts),
-                k,
+                v["k"],
                 sharing.hop_s,
                 sharing.weight_s,
                 sharing.headers,
@@ -313,7 +346,9 @@ def fit(points: Sequence[Point], form: Form) -> Fit:
                 form.legacy,
                 sharing.datapath_bps,
                 sharing.queue_bytes,
-                a,
+                v["a"],
+                v["q"],
+                v["j"],
             )
     assert best is not None
     return best
@@ -395,7 +430,7 @@ def select_held_out(points: Sequence[Point], group: Callable[[Point], str], form
 
 def settings(f: Fit) -> dict[str, str]:
     """The settings the engine reads (models.flow.simgrid.sim_config): LV08 with the fit's terms."""
-    return f.sharing.settings(f.bandwidth_factor, f.fan_in_factor, f.load_factor) | (
+    return f.sharing.settings(f.bandwidth_factor, f.fan_in_factor, f.load_factor, f.load_power, f.pairs_power) | (
         {MESSAGE_LATENCY: f"{f.message_latency_s:.6g}"} if f.legacy else {}
     )
 

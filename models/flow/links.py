@@ -18,21 +18,25 @@ BYTES_PER_MBIT = 1e6 / 8
 
 
 def platform(net: Network, routes: Routes, paper: bool) -> Platform:
-    """One split-duplex SimGrid link per cable the traffic crosses, at the file's rate."""
+    """One split-duplex SimGrid link per cable the traffic crosses, at the file's rate (the
+    emulator's patch cables marked: they count in no datapath load)."""
     latency = net.spec.delay_ms / 1000
     index: dict[tuple, int] = {}
     links: list[tuple[str, float, float]] = []
     out: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+    patch: set[int] = set()
     for pair, cables in routes.cables.items():
         hops = []
         for ln, frm in cables:
             if ln.key not in index:
                 index[ln.key] = len(links)
+                if net.is_patch(ln):
+                    patch.add(len(links))
                 mbps = ln.paper_mbps if paper else ln.mbps
                 links.append((f"{ln.a}:{ln.port_a}-{ln.b}:{ln.port_b}", mbps * BYTES_PER_MBIT, latency))
             hops.append((index[ln.key], frm == ln.a))
         out[pair] = hops
-    return Platform(links, out, net.spec.mtu)
+    return Platform(links, out, net.spec.mtu, frozenset(patch))
 
 
 def busiest_cable(traffic: Traffic, routes: Routes, paper: bool) -> tuple[float, str]:

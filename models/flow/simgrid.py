@@ -26,10 +26,15 @@ Measured facts this follows (docs/flowmodel.md, "SimGrid facts"; Debian's python
   the CPU, and an emulated synchronisation takes longer the more traffic every cable carries at
   once, though each run is judged faithful (benchmarks/flowmodel.py, 2026-11-29: emulated / max-min
   1.01-1.2 below ~0.5 Gbit/s over all cables, 1.3-1.8 at 2-4 Gbit/s). A calibration may set
-  `LOAD_FACTOR` a: the simulated times are then multiplied by 1 + a L, L the traffic's cable load
-  (`cable_load_gbps`: its bytes on every cable, over the busiest cable's time at its rate). Like
-  the fan-in term it describes this machine's emulator, not a network: `sim_config(calibrated=False)`
-  (the paper's rates) has neither.
+  `LOAD_FACTOR` a: the simulated times are then multiplied by 1 + a L^q P^j, L the traffic's
+  cable load (`cable_load_gbps`: its bytes on every veth cable, over the busiest cable's time at
+  its rate; a patch cable joins two bridges inside the datapath and costs it no pass), P its TCP
+  connections (host pairs), q and j the calibration's `LOAD_POWER` and `PAIRS_POWER` (1 and 0
+  where it has none: 1 + a L). Fitted 2026-11-30 on the engine's points, L^1.6 P^0.5 held out
+  better than L alone (benchmarks/flowmodel.py, docs/flowmodel.md): the CPU two cores add grows
+  faster than linearly with the datapath's load and about with the root of the connections that
+  share it. Like the fan-in term it describes this machine's emulator, not a network:
+  `sim_config(calibrated=False)` (the paper's rates) has neither.
 - One Engine per process (a second one aborts; an uncaught error in an actor aborts too), so
   each simulation runs in a fresh process that does one task and exits: spawned for one
   simulation (`simulate`), forked from the caller for many (`simulate_many`: a spawned process
@@ -80,8 +85,12 @@ FACTORS_FILE = REPO / "results" / "calibration" / "flowmodel-factors.json"
 MESSAGE_LATENCY = "flowmodel/message-latency-s"
 #: this engine's setting: k of the fan-in term, times x (1 + k ln fan-in) (see the module docstring)
 FAN_IN_FACTOR = "flowmodel/fan-in-factor"
-#: this engine's setting: a of the emulator's load term, times x (1 + a L), L in Gbit/s (module docstring)
+#: this engine's setting: a of the emulator's load term, times x (1 + a L^q P^j), L in Gbit/s (module docstring)
 LOAD_FACTOR = "flowmodel/load-factor"
+#: this engine's setting: q of the load term (1 where absent)
+LOAD_POWER = "flowmodel/load-power"
+#: this engine's setting: j of the load term, on the traffic's connections P (0 where absent)
+PAIRS_POWER = "flowmodel/pairs-power"
 #: this engine's setting: seconds added to every cable's latency (see the module docstring)
 HOP_LATENCY = "flowmodel/hop-latency-s"
 #: this engine's setting: bytes standing in every cable's queue, i.e. a latency of bytes / rate per
@@ -128,6 +137,8 @@ class Platform:
     links: list[tuple[str, float, float]]  # (name, bytes/s, latency s)
     routes: dict[tuple[str, str], list[tuple[int, bool]]]  # pair -> [(link index, a->b)]
     mtu: int = DEFAULT_MTU  # the network's MTU (topologies.spec): what TCP_HEADERS charges
+    #: links that are OVS patch ports in the emulator (no pass through its datapath: not in the load)
+    patch: frozenset[int] = frozenset()
 
 
 def header_factor(mtu: int = DEFAULT_MTU) -> float:
@@ -564,7 +575,7 @@ def _finish(res: SimResult, platform: Platform, traffic: Traffic, cfg: dict[str,
     res = replace(res, cable_load_gbps=load)
     k, a = float(cfg.get(FAN_IN_FACTOR, 0.0)), float(cfg.get(LOAD_FACTOR, 0.0))
     if k or a:
-        m = fan_in_multiplier(k, traffic.fan_in()) * load_multiplier(a, load)
+        m = fan_in_multiplier(k, traffic.fan_in()) * load_multiplier(a, load, len(traffic.pairs()), cfg)
         res = replace(
             res,
             iteration_s=res.iteration_s * m,
@@ -579,16 +590,21 @@ def fan_in_multiplier(k: float, fan_in: int) -> float:
     return 1.0 + k * math.log(max(1, fan_in))
 
 
-def load_multiplier(a: float, load_gbps: float) -> float:
-    """1 + a L: the calibration's term for the emulator's load, L in Gbit/s (cable_load_gbps)."""
-    return 1.0 + a * load_gbps
+def load_multiplier(a: float, load_gbps: float, pairs: int = 1, cfg: dict[str, str] | None = None) -> float:
+    """1 + a L^q P^j: the calibration's term for the emulator's load, L in Gbit/s (cable_load_gbps),
+    P the traffic's connections, q and j from the calibration `cfg` (LOAD_POWER, PAIRS_POWER; 1
+    and 0 without them)."""
+    q = float((cfg or {}).get(LOAD_POWER, 1.0))
+    j = float((cfg or {}).get(PAIRS_POWER, 0.0))
+    return 1.0 + a * max(load_gbps, 0.0) ** q * max(pairs, 1) ** j
 
 
 def cable_load_gbps(platform: Platform, traffic: Traffic) -> float:
-    """Gbit/s the traffic puts on all cables together while its busiest cable is busy: every
-    message's bytes times the cables its route crosses (each direction of a cable apart), over the
-    busiest directed cable's bytes / rate. What the emulator forwards per second at the schedule's
-    bound; 0 for a traffic that crosses no cable."""
+    """Gbit/s the traffic puts on the veth cables together while its busiest cable is busy: every
+    message's bytes times the veth cables its route crosses (each direction apart; a patch cable
+    costs the datapath no pass, `Platform.patch`), over the busiest directed cable's bytes / rate.
+    What the emulator's datapath forwards per second at the schedule's bound; 0 for a traffic that
+    crosses no cable."""
     per: dict[tuple[int, bool], float] = defaultdict(float)
     for src, dst, n in zip(traffic.src, traffic.dst, traffic.nbytes, strict=True):
         for hop in platform.routes.get((src, dst), []):
@@ -596,4 +612,5 @@ def cable_load_gbps(platform: Platform, traffic: Traffic) -> float:
     if not per:
         return 0.0
     busiest_s = max(n / platform.links[i][1] for (i, _), n in per.items())
-    return sum(per.values()) * 8 / busiest_s / 1e9 if busiest_s > 0 else 0.0
+    veth = sum(n for (i, _), n in per.items() if i not in platform.patch)
+    return veth * 8 / busiest_s / 1e9 if busiest_s > 0 else 0.0
