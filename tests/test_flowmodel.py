@@ -259,7 +259,7 @@ def test_scale_benchmark_quick_path(tmp_path):
 @pytest.mark.parametrize(
     ("topology", "scheme"),
     [("leafspine-2rack.yaml", "ring"), ("fattree-testbed.yaml", "mesh"), ("bcube-4-1.yaml", "rat"),
-     ("psnet-testbed.yaml", "ps")],
+     ("psnet-testbed.yaml", "mesh")],
 )  # fmt: skip
 def test_a_runs_cable_load_is_the_flow_models(topology, scheme):
     """The cable load a scheme run reports (schemes.count, from the controller's routes on the
