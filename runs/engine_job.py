@@ -435,7 +435,7 @@ def run_scheme_job(
     if job.check:  # DVF holds entries back: then applied + residual = computed over the run instead
         held = job.dvf in ("low", "up", "dynamic")
         problems = verify_dvf(out / "engine", workers, hosts) if held else verify_sums(out / "engine", workers)
-    loads = link_loads(net, sched)  # routed once: the bound and the load on all cables from one count
+    loads = link_loads(net, sched)  # routed once: the bound and the load on the veth cables from one count
     expected, load = busiest_s(loads), cable_load_gbps(net, loads)
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
