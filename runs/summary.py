@@ -212,9 +212,9 @@ class RunSummary(Record):
     prediction_applies: str | None = None
     hardware: Hardware | None = None
     expected_sync_s: Num | None = None
-    #: scheme jobs: Gbit/s on all cables together at the schedule's bound (schemes.count.cable_load_gbps)
+    #: scheme jobs: Gbit/s on the veth cables together at the schedule's bound (schemes.count.cable_load_gbps)
     cable_load_gbps: Num | None = None
-    #: scheme jobs: the flow-model calibration's expected GST / max-min at that load (1 + a L)
+    #: scheme jobs: the flow-model calibration's expected GST / max-min at that load and connections (1 + a L^q P^j)
     load_slowdown: Num | None = None
     connections: int | None = None  # host pairs the schedule sends between (the load term's P)
     gst_formula_s: Num | None = None
