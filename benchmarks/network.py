@@ -12,7 +12,8 @@ Three figures, each printed with its target beside the measured value (nothing i
    gap between the last datagram on the old NIC and the first on the new one, and the datagrams
    lost in between.
 3. Shaping fidelity: iperf3 goodput / configured rate for 1 and 6 TCP flows, each flow with its
-   own bottleneck at the worker rate, with ovs-vswitchd's CPU and the machine's idle time.
+   own bottleneck at the worker rate, with ovs-vswitchd's CPU and the machine's idle time; with
+   userspace TSO (emulation.tso: GSO packets cross the datapath whole) and without (PSNET_TSO=0).
 
 Results go to OUT/network.json (everything, raw arrivals under OUT/raw/) and OUT/network.md.
 Every emulation takes the testbed's emulator lock (set PSNET_LOCK_WAIT_S to queue behind other
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -64,6 +66,8 @@ FIDELITY_TARGET = 0.95
 CABLINGS = ("patch", "veth")
 #: the shaping figure's two MTUs: the default, and jumbo frames (topology field `mtu`)
 SHAPING_MTUS = (DEFAULT_MTU, 9000)
+#: worker rates added with userspace TSO: 6 flows at 1,500 and 1,800 Mbit/s
+TSO_RATES = [250.0, 300.0]
 STP_CAP_S = 120.0
 REACH_CAP_S = 60.0
 
@@ -256,9 +260,29 @@ def cpu_means(samples: list[Sample], skip_s: float) -> tuple[float | None, float
 
 
 def shaping_figure(
-    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int = DEFAULT_MTU, cabling: str = "patch"
+    rates_mbps: list[float],
+    flow_counts: list[int],
+    seconds: float,
+    mtu: int = DEFAULT_MTU,
+    cabling: str = "patch",
+    tso: bool = True,
 ) -> list[dict]:
-    """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU."""
+    """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU. `tso`:
+    with userspace TSO where this machine's daemon has it (the row says whether it ran with it)."""
+    saved = os.environ.get("PSNET_TSO")
+    os.environ["PSNET_TSO"] = "1" if tso else "0"
+    try:
+        return _shaping_rows(rates_mbps, flow_counts, seconds, mtu, cabling)
+    finally:
+        if saved is None:
+            os.environ.pop("PSNET_TSO", None)
+        else:
+            os.environ["PSNET_TSO"] = saved
+
+
+def _shaping_rows(
+    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int, cabling: str
+) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory(prefix="psnet-bench-") as tmp:
         for mbps in rates_mbps:
@@ -288,6 +312,7 @@ def shaping_figure(
                         {
                             "mtu": mtu,
                             "cabling": cabling,
+                            "tso": tb.tso,
                             "rate_mbps": mbps,
                             "flows": flows,
                             "aggregate_mbps": mbps * flows,
@@ -397,6 +422,7 @@ def format_tables(res: dict) -> str:
             rows.append(
                 [
                     row_cabling(r),
+                    "TSO" if r.get("tso") else "frames",
                     str(mtu),
                     fmt(r["rate_mbps"], "g"),
                     str(r["flows"]),
@@ -415,6 +441,7 @@ def format_tables(res: dict) -> str:
             )
         head = [
             "ECS-ToR cables",
+            "datapath",
             "MTU",
             "worker rate (Mbit/s)",
             "flows",
@@ -442,20 +469,29 @@ def row_cabling(row: dict) -> str:
     return row.get("cabling", "veth")
 
 
+def row_tso(row: dict) -> bool:
+    """Whether a shaping row ran with userspace TSO (rows written before it ran without)."""
+    return bool(row.get("tso", False))
+
+
 def row_mtu(row: dict) -> int:
     """A shaping row's MTU (rows written before the MTU column ran at the default)."""
     return row.get("mtu", DEFAULT_MTU)
 
 
 def ceiling(
-    rows: list[dict], target: float = FIDELITY_TARGET, mtu: int = DEFAULT_MTU, cabling: str | None = None
+    rows: list[dict],
+    target: float = FIDELITY_TARGET,
+    mtu: int = DEFAULT_MTU,
+    cabling: str | None = None,
+    tso: bool | None = None,
 ) -> float | None:
     """The highest aggregate (Mbit/s) at which the wire rate held `target` of the configured one at
     `mtu`, mean and min over the flows, with every lower aggregate holding it too (None: not even
     the lowest). A higher aggregate that holds after a lower one failed does not count: the ceiling
-    is where fidelity can be relied on, not where it happened once. `cabling`: only its rows."""
+    is where fidelity can be relied on, not where it happened once. `cabling`, `tso`: only their rows."""
     best = None
-    rows = [r for r in rows if row_mtu(r) == mtu and cabling in (None, row_cabling(r))]
+    rows = [r for r in rows if row_mtu(r) == mtu and cabling in (None, row_cabling(r)) and tso in (None, row_tso(r))]
     for r in sorted(rows, key=lambda r: (r["aggregate_mbps"], r["flows"])):
         if min(r["wire_mean"], r["wire_min"]) < target:
             break
@@ -466,16 +502,17 @@ def ceiling(
 def ceiling_sentence(rows: list[dict]) -> str:
     """One line per MTU and cabling measured: the ceiling beside the schema's budget for that MTU."""
     lines = []
-    for cabling, mtu in sorted({(row_cabling(r), row_mtu(r)) for r in rows}):
-        top, budget = ceiling(rows, mtu=mtu, cabling=cabling), fidelity_budget_mbps(mtu)
-        label = f"MTU {mtu}, ECS-ToR cables {cabling}"
+    for tso, cabling, mtu in sorted({(row_tso(r), row_cabling(r), row_mtu(r)) for r in rows}):
+        top, budget = ceiling(rows, mtu=mtu, cabling=cabling, tso=tso), fidelity_budget_mbps(mtu)
+        label = f"MTU {mtu}, ECS-ToR cables {cabling}, {'userspace TSO' if tso else 'frames (no TSO)'}"
         if top is None:
             lines.append(
                 f"- {label}: wire rate below {FIDELITY_TARGET:.0%} of the configured rate already at the lowest "
                 f"aggregate (the schema's budget is {budget:g} Mbit/s)."
             )
             continue
-        measured = max(r["aggregate_mbps"] for r in rows if row_mtu(r) == mtu and row_cabling(r) == cabling)
+        mine = [r for r in rows if row_mtu(r) == mtu and row_cabling(r) == cabling and row_tso(r) == tso]
+        measured = max(r["aggregate_mbps"] for r in mine)
         top_note = " (the highest measured)" if top == measured else ""
         lines.append(
             f"- {label}: highest aggregate at which every flow's wire rate held >= {FIDELITY_TARGET:.0%} of the "
@@ -490,6 +527,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = bench_parser("bench_network", __doc__, "reduced run (< 2 min): prototypes only, no STP, fewer reps")
     p.add_argument("--only", choices=["bringup", "reconfig", "shaping"], action="append", help="run only these figures")
     p.add_argument("--no-stp", action="store_true", help="skip the standalone-STP FatTree comparison")
+    p.add_argument(
+        "--tso",
+        choices=["on", "off"],
+        action="append",
+        help="the shaping figure's datapath: on (userspace TSO, where ovs-vswitchd has it) and/or off "
+        "(full: both; quick: on)",
+    )
     p.add_argument(
         "--cabling",
         choices=CABLINGS,
@@ -523,9 +567,12 @@ def main(argv: list[str] | None = None) -> int:
         res["reconfig"] = reconfig_figure([0.0, 1.0, 10.0], reconfig_reps, out_dir / "raw")
     if "shaping" in figures:
         res["shaping"] = []
-        for cabling in args.cabling or (CABLINGS[:1] if args.quick else CABLINGS):
-            res["shaping"] += shaping_figure(rates, [1, 6], iperf_s, SHAPING_MTUS[0], cabling)
-            res["shaping"] += shaping_figure(jumbo_rates, [6], iperf_s, SHAPING_MTUS[1], cabling)
+        modes = [m == "on" for m in args.tso or (["on"] if args.quick else ["on", "off"])]
+        for tso in modes:
+            for cabling in args.cabling or (CABLINGS[:1] if args.quick else CABLINGS):
+                more = TSO_RATES if tso and not args.quick else []
+                res["shaping"] += shaping_figure(rates + more, [1, 6], iperf_s, SHAPING_MTUS[0], cabling, tso)
+                res["shaping"] += shaping_figure(jumbo_rates, [6], iperf_s, SHAPING_MTUS[1], cabling, tso)
     res["meta"]["wall_s"] = time.monotonic() - t0
     write_results(out_dir, "network", "Network benchmark", res, format_tables(res), args.quick)
     return 0

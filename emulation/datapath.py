@@ -27,14 +27,16 @@ HTB queues; OVS's own code checked in lib/netdev-linux.c, lib/netdev.c, lib/dpif
   number appears later in a "Dropped N log messages" line, if ever). With the rate limit off it
   still counted 15 calls for 45 lost packets and 162 calls for 810: a lower bound only.
 - Exact: conservation at each switch-side port. Every packet an OpenFlow rule outputs to a port
-  either left it (its root qdisc's `sent` packets), still waits in its queue (`backlog`), or was
-  lost at the egress. So lost = rule packets - qdisc sent - backlog, exactly, and lost - tc drops
-  = what ovs-vswitchd dropped silently. Conditions: counters read when traffic has stopped (the
-  reading order below biases towards zero while it flows), nothing else transmits on the port
-  (the testbed turns IPv6 off on switch-side ports: otherwise the kernel's own router
-  solicitations and MLD reports count as sent), and the port's rules were not re-installed
-  during the window (a replaced rule's counter restarts; such ports, and ports whose carrier
-  changed (failed cables), are reported but marked inexact and not flagged).
+  either left it (the interface's transmitted packets), still waits in its queue (`backlog`), or
+  was lost at the egress. So lost = rule packets - sent - backlog, exactly, and lost - tc drops
+  = what ovs-vswitchd dropped silently. (The interface's count, not the qdisc's: a qdisc counts a
+  GSO packet that came with a virtio-net header, as userspace TSO sends them, as 0 packets.)
+  Conditions: counters read when traffic has stopped (the reading order below biases towards
+  zero while it flows), nothing else transmits on the port (the testbed turns IPv6 off on
+  switch-side ports: otherwise the kernel's own router solicitations and MLD reports count as
+  sent), and the port's rules were not re-installed during the window (a replaced rule's
+  counter restarts; such ports, and ports whose carrier changed (failed cables), are reported
+  but marked inexact and not flagged).
 
 Receive side: each port's own AF_PACKET receive socket drops what ovs-vswitchd does not read in
 time (a CPU-starved datapath); the kernel counts those exactly (`ss -0 -m`, skmem `d`). The
@@ -57,6 +59,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from emulation.sampler import tx_counters
 from emulation.shaping import ETH_HEADER
 from topologies.spec import DEFAULT_MTU
 
@@ -267,7 +270,7 @@ class Snapshot:
     time_s: float
     rules: list[Rule]
     ports: dict[tuple[str, int], str]
-    qdiscs: dict[str, tuple[int, int, int]]
+    qdiscs: dict[str, tuple[int, int, int]]  # interface -> (packets sent by it, its qdisc's drops, backlog)
     carrier: dict[str, int]
     rx_drops: dict[str, int]
     log_offset: int
@@ -281,6 +284,7 @@ class Snapshot:
         ports = ofports(bridges)
         names = sorted(set(ports.values()))
         tc = qdiscs()
+        sent = {i: tx_counters(i)[1] for i in names if i in tc}  # after the backlog: errs towards no loss
         try:
             offset = OVS_LOG.stat().st_size
         except OSError:
@@ -289,7 +293,7 @@ class Snapshot:
             t,
             rs,
             ports,
-            {i: tc[i] for i in names if i in tc},
+            {i: (sent[i], tc[i][1], tc[i][2]) for i in names if i in tc},
             {i: carrier_changes(i) for i in names},
             receive_drops(),
             offset,
@@ -300,7 +304,7 @@ class Snapshot:
 class PortLoss:
     intf: str
     attempted: int  # packets ovs-vswitchd's rules sent out of this port
-    sent: int  # packets its root qdisc passed to the veth
+    sent: int  # packets that left by the veth (its interface's count)
     backlog_change: int
     tc_dropped: int  # the qdisc's own tail drops
     exact: bool  # rules unchanged and carrier stable over the window

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from emulation import datapath
+from emulation import datapath, tso
 from emulation.sampler import ovs_process
 from topologies.schema import TopologySpec, fidelity_budget_mbps
 
@@ -82,6 +82,20 @@ def send_buffer_check() -> Check:
     return Check("ovs send buffer", ok, detail, blocking=False)
 
 
+def tso_check() -> Check:
+    """Whether runs here carry GSO packets whole (emulation.tso): not blocking, a slower datapath."""
+    if tso.enabled():
+        return Check("ovs userspace TSO", True, "on: GSO packets cross the datapath whole", blocking=False)
+    if tso.daemon_has_tso():
+        return Check("ovs userspace TSO", False, "off: PSNET_TSO=0 in the environment", blocking=False)
+    return Check(
+        "ovs userspace TSO",
+        False,
+        f"ovs-vswitchd runs without it (a packet per frame: a lower ceiling); {SETUP} (sets it, restarts the daemon)",
+        blocking=False,
+    )
+
+
 def checks() -> list[Check]:
     """Every check, blocking ones first."""
     out = [Check("root", os.geteuid() == 0, "Mininet and OVS need root: run testbed as root")]
@@ -122,6 +136,7 @@ def checks() -> list[Check]:
         )
         if os.geteuid() == 0 and shutil.which("ss"):
             out.append(send_buffer_check())
+        out.append(tso_check())
     if os.geteuid() == 0 and shutil.which("tc"):
         for q in ("htb", "tbf"):
             out.append(

@@ -88,6 +88,8 @@ class Verdict:
     transfer_util: float | None = None
     #: the job's relaying servers against the kind's measured ceiling (emulation.relaying; "": none relay)
     relay: str = ""
+    #: the datapath carried GSO packets whole (userspace TSO, emulation.tso)
+    tso: bool = False
 
     def as_dict(self) -> dict:
         return self.__dict__.copy()
@@ -256,18 +258,22 @@ def snmp_segments(text: str) -> tuple[int, int]:
 class Monitor:
     """Samples in a thread between start() and stop(); stop() returns the Verdict."""
 
-    def __init__(self, net: Network, interval_s: float = WINDOW_S, relay: RelayLoad | None = None) -> None:
-        """`relay`: the job's relaying servers (emulation.relaying.relay_load), judged with the run."""
+    def __init__(
+        self, net: Network, interval_s: float = WINDOW_S, relay: RelayLoad | None = None, tso: bool = False
+    ) -> None:
+        """`relay`: the job's relaying servers (emulation.relaying.relay_load), judged with the run;
+        `tso`: the testbed runs with userspace TSO (the verdict says so)."""
         self.net = net
         self.relay = relay
+        self.tso = tso
         # switch-side ends are in the root namespace, so /sys shows them; their tx is the
         # traffic entering the cable from the switch, shaped at the cable's rate
         # (patch cables have none: their traffic is bounded, and counted, by a shaped cable beside them)
         self.intfs = {
             ln.intf(end): ln.mbps for ln in net.veth_links() for end in (ln.a, ln.b) if not net.nodes[end].is_host
         }
-        self.sampler = Sampler(interval_s, intfs=self.intfs)
-        self.traffic = TrafficSampler(self.intfs)
+        self.sampler = Sampler(interval_s, intfs=self.intfs, mtu=net.spec.mtu)
+        self.traffic = TrafficSampler(self.intfs, mtu=net.spec.mtu)
         self.bridges = [s.name for s in net.switches()]
         self.hosts = _host_pids(net)
         self.drops: datapath.Drops | None = None
@@ -323,4 +329,6 @@ class Monitor:
         windows = [w for w in self.windows if (since is None or w.t >= since) and (until is None or w.t <= until)]
         windows = windows or self.windows
         counted["phases"] = phases(windows) if windows else None
-        return judge(FidelityInputs.from_samples(after(self.samples, since, until), self.intfs, **counted))
+        v = judge(FidelityInputs.from_samples(after(self.samples, since, until), self.intfs, **counted))
+        v.tso = self.tso
+        return v

@@ -29,7 +29,7 @@ from mininet.net import Mininet
 
 from controller.channel_client import Channel, ChannelError
 from controller.routing import HostRoute, compute_paths, host_routes
-from emulation import datapath, doctor, registry
+from emulation import datapath, doctor, registry, tso
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.fidelity import Monitor
@@ -131,6 +131,8 @@ class Testbed:
         self.run = RegisteredNet(self.model, self.source)
         self.routes: dict[str, list[HostRoute]] = {}
         self.timings: dict[str, float] = {}
+        #: the datapath carries GSO packets whole (emulation.tso); decided at start
+        self.tso = False
 
     @property
     def run_id(self) -> str:
@@ -157,7 +159,7 @@ class Testbed:
     def monitor(self, relay: RelayLoad | None = None) -> Monitor:
         """The run's fidelity monitor, not started: this machine's CPU, ovs-vswitchd and switch
         ports (a testbed over several servers reads each server's)."""
-        return Monitor(self.model, relay=relay)
+        return Monitor(self.model, relay=relay, tso=self.tso)
 
     def flow_sampler(self) -> FlowSampler:
         """The sampler of flows on the busiest shared cable, not started (emulation.flows)."""
@@ -170,6 +172,7 @@ class Testbed:
         self.run.open(float(os.environ.get("PSNET_LOCK_WAIT_S", "0")))
         t0 = self.run.locked_at  # bring-up is timed from here: queueing for the lock is not part of it
         self.timings["lock_wait_s"] = self.run.lock_wait_s
+        self.tso = self._use_tso()
         self._start_controller()
         self.mn = self.run.build(self._make_mininet())
         self._configure_hosts()
@@ -179,7 +182,7 @@ class Testbed:
         self.sync_host_routes()
         self._room_for_queues()
         self.timings["bring_up_s"] = time.monotonic() - t0
-        self.log("start", bring_up_s=round(self.timings["bring_up_s"], 3))
+        self.log("start", bring_up_s=round(self.timings["bring_up_s"], 3), tso=self.tso)
 
     def stop(self) -> None:
         """Tear everything down; safe to call twice and after a partial start."""
@@ -195,6 +198,10 @@ class Testbed:
         self.run.close()
 
     # --- pieces of start ---------------------------------------------------------------------
+    def _use_tso(self) -> bool:
+        """Userspace TSO when this machine's ovs-vswitchd took it and PSNET_TSO is not 0 (emulation.tso)."""
+        return tso.enabled()
+
     def _make_mininet(self) -> Mininet:
         """The unbuilt Mininet of the model, its switches dialling the controller on loopback."""
         mn = make_mininet(self.model, protocols="OpenFlow13", failMode="secure")
@@ -267,7 +274,7 @@ class Testbed:
                     ["ip", "addr", "flush", "dev", intf],
                     ["ip", "addr", "add", f"{h.ip}/{prefix}", "dev", intf],
                     ["sysctl", "-qw", f"net.ipv4.conf.{intf.replace('.', '/')}.rp_filter=0"],
-                    offload_cmd(intf),
+                    offload_cmd(intf, self.tso),
                     mtu_cmd(intf, self.model.spec.mtu),
                 ]
             if RX_NAPI:
@@ -284,9 +291,10 @@ class Testbed:
         for ln in self.model.veth_links():  # a patch cable has no qdisc (topologies.model.Network.is_patch)
             for end in (ln.a, ln.b):
                 if self._fair_relay(end):
-                    cmds = fair_htb_cmds(ln.intf(end), ln.mbps, self._senders, self.model.nodes[end].ip, mtu, delay)
+                    ip = self.model.nodes[end].ip
+                    cmds = fair_htb_cmds(ln.intf(end), ln.mbps, self._senders, ip, mtu, delay, self.tso)
                 else:
-                    cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay, mtu=mtu)
+                    cmds = htb_cmds(ln.intf(end), ln.mbps, delay_ms=delay, mtu=mtu, tso=self.tso)
                 if self.model.nodes[end].is_host:
                     per_host.setdefault(end, []).extend(cmds)
                 else:
@@ -299,7 +307,7 @@ class Testbed:
             root = self.mn.get(shell)
             self._tc_batch(root, root_tc[shell])
             for i in range(0, len(intfs), 50):
-                run_all(root, [offload_cmd(x) for x in intfs[i : i + 50]])
+                run_all(root, [offload_cmd(x, self.tso) for x in intfs[i : i + 50]])
                 run_all(root, [mtu_cmd(x, mtu) for x in intfs[i : i + 50]])
             # no IPv6 on switch ports: the root namespace's router solicitations and MLD reports
             # would ride the shaped cables and spoil the exact per-port count (emulation/datapath.py)

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emulation.periodic import Periodic
+from emulation.tso import wire_bytes
 from topologies.files import atomic_open
+from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)
 
@@ -39,14 +41,27 @@ MOVING = 0.05
 PROC_NET_DEV = Path("/proc/net/dev")
 
 
-def read_counters(path: Path = PROC_NET_DEV) -> dict[str, tuple[int, int]]:
-    """(rx_bytes, tx_bytes) of every interface of this namespace, in one read."""
+def read_counters(path: Path = PROC_NET_DEV) -> dict[str, tuple[int, int, int, int]]:
+    """(rx bytes, rx packets, tx bytes, tx packets) of every interface of this namespace, in one read."""
     out = {}
     for line in path.read_text().splitlines()[2:]:
         name, _, rest = line.partition(":")
         fields = rest.split()
-        if len(fields) >= 9:
-            out[name.strip()] = (int(fields[0]), int(fields[8]))
+        if len(fields) >= 10:
+            out[name.strip()] = (int(fields[0]), int(fields[1]), int(fields[8]), int(fields[9]))
+    return out
+
+
+def moved_wire(
+    now: Mapping[str, tuple[int, int, int, int]], last: Mapping[str, tuple[int, int, int, int]], mtu: int
+) -> dict[str, tuple[int, int]]:
+    """(rx, tx) bytes each interface moved between two reads, as frames of `mtu` on the wire
+    (a GSO packet's frames each carry their headers: emulation.tso.wire_bytes)."""
+    out = {}
+    for i, (rb, rp, tb, tp) in now.items():
+        if i in last:
+            rb0, rp0, tb0, tp0 = last[i]
+            out[i] = (wire_bytes(rb - rb0, rp - rp0, mtu), wire_bytes(tb - tb0, tp - tp0, mtu))
     return out
 
 
@@ -196,13 +211,14 @@ def read_links_csv(path: Path) -> list[Window]:
 class TrafficSampler(Periodic):
     """Every `period_s`, one Window over the given switch-side interfaces (root namespace)."""
 
-    def __init__(self, rate_mbps: Mapping[str, float], period_s: float = PHASE_S) -> None:
+    def __init__(self, rate_mbps: Mapping[str, float], period_s: float = PHASE_S, mtu: int = DEFAULT_MTU) -> None:
         super().__init__(period_s, name="traffic-sampler")
         self.rate_mbps = dict(rate_mbps)
+        self.mtu = mtu
         self.windows: list[Window] = []
-        self._last: tuple[float, dict[str, tuple[int, int]]] | None = None
+        self._last: tuple[float, dict[str, tuple[int, int, int, int]]] | None = None
 
-    def _counters(self) -> dict[str, tuple[int, int]]:
+    def _counters(self) -> dict[str, tuple[int, int, int, int]]:
         try:
             c = read_counters()
         except OSError as err:  # not expected on Linux; the phases are then empty
@@ -217,8 +233,7 @@ class TrafficSampler(Periodic):
         assert self._last is not None
         now, counters = time.monotonic(), self._counters()
         t_last, last = self._last
-        moved = {i: (rx - last[i][0], tx - last[i][1]) for i, (rx, tx) in counters.items() if i in last}
-        self.windows.append(window(time.time(), now - t_last, moved, self.rate_mbps))
+        self.windows.append(window(time.time(), now - t_last, moved_wire(counters, last, self.mtu), self.rate_mbps))
         self._last = (now, counters)
 
     def stop(self) -> list[Window]:

@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 
 from emulation.periodic import Periodic
+from emulation.tso import wire_bytes
+from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)
 #: where ovs-ctl writes ovs-vswitchd's PID (Debian: /var/run is a link to /run)
@@ -42,12 +44,18 @@ def ovs_process() -> psutil.Process | None:
     return None
 
 
-def tx_bytes(intf: str) -> int:
-    """Bytes `intf` (root namespace) has transmitted so far; 0 if it is gone."""
+def tx_counters(intf: str) -> tuple[int, int]:
+    """(bytes, packets) `intf` (root namespace) has transmitted so far; zeros if it is gone."""
     try:
-        return int(Path(f"/sys/class/net/{intf}/statistics/tx_bytes").read_text())
+        stats = Path(f"/sys/class/net/{intf}/statistics")
+        return int((stats / "tx_bytes").read_text()), int((stats / "tx_packets").read_text())
     except (OSError, ValueError):
-        return 0
+        return 0, 0
+
+
+def tx_bytes(intf: str) -> int:
+    """Bytes `intf` (root namespace) has transmitted so far, as its counter counts them; 0 if it is gone."""
+    return tx_counters(intf)[0]
 
 
 def hwm_bytes(pid: int) -> int | None:
@@ -71,7 +79,7 @@ class Sample:
     busy_s: float  # machine busy CPU seconds (user, nice, system) in the window
     ovs_cpu: float | None  # ovs-vswitchd's share of one core (None: not running)
     procs_cpu_s: float  # CPU seconds the watched processes used in the window
-    tx_bytes: dict[str, int]  # per interface: bytes transmitted in the window
+    tx_bytes: dict[str, int]  # per interface: bytes transmitted in the window, as frames on the wire
     tracked: int = 0  # watched processes whose memory is tracked, alive at the end of the window
 
     def rate_mbps(self, intf: str) -> float:
@@ -105,7 +113,8 @@ def _machine() -> tuple[float, float, float]:
 class Sampler(Periodic):
     """Samples every `period_s` between start() and stop(); `samples` holds the windows.
 
-    intfs: root-namespace interfaces whose transmitted bytes are counted. watch: returns the
+    intfs: root-namespace interfaces whose transmitted bytes are counted, as frames of `mtu` on the
+    wire (emulation.tso.wire_bytes: a GSO packet's frames each carry headers). watch: returns the
     processes whose CPU is summed each window (asked anew each time, so processes that appear
     count from their start). track: of the watched processes, those whose peak memory is kept
     in `memory` (by PID).
@@ -117,9 +126,11 @@ class Sampler(Periodic):
         intfs: Iterable[str] = (),
         watch: Callable[[], Iterable[psutil.Process]] | None = None,
         track: Callable[[psutil.Process], bool] | None = None,
+        mtu: int = DEFAULT_MTU,
     ) -> None:
         super().__init__(period_s, name="sampler")
         self.intfs = list(intfs)
+        self.mtu = mtu
         self.watch = watch
         self.track = track
         self.ovs = ovs_process()
@@ -127,7 +138,7 @@ class Sampler(Periodic):
         self.memory: dict[int, Memory] = {}
         self._cpu: dict[int, float] = {}  # pid -> CPU seconds at its last look
         self._ovs_cpu = 0.0
-        self._last: tuple[float, tuple[float, float, float], dict[str, int]] | None = None
+        self._last: tuple[float, tuple[float, float, float], dict[str, tuple[int, int]]] | None = None
 
     def stop(self, final: bool = False) -> list[Sample]:
         """End sampling (with `final`, one last, shorter window up to now); returns the windows."""
@@ -144,11 +155,11 @@ class Sampler(Periodic):
             except psutil.Error:
                 self.ovs = None
         self._procs_cpu_s(baseline=True)
-        self._last = (time.monotonic(), _machine(), {i: tx_bytes(i) for i in self.intfs})
+        self._last = (time.monotonic(), _machine(), {i: tx_counters(i) for i in self.intfs})
 
     def tick(self) -> None:
         assert self._last is not None
-        now, machine, counters = time.monotonic(), _machine(), {i: tx_bytes(i) for i in self.intfs}
+        now, machine, counters = time.monotonic(), _machine(), {i: tx_counters(i) for i in self.intfs}
         t_last, (idle0, busy0, total0), last = self._last
         dt = now - t_last
         d_total = machine[2] - total0
@@ -169,7 +180,10 @@ class Sampler(Periodic):
                 busy_s=machine[1] - busy0,
                 ovs_cpu=ovs,
                 procs_cpu_s=procs_s,
-                tx_bytes={i: counters[i] - last[i] for i in self.intfs},
+                tx_bytes={
+                    i: wire_bytes(counters[i][0] - last[i][0], counters[i][1] - last[i][1], self.mtu)
+                    for i in self.intfs
+                },
                 tracked=tracked,
             )
         )

@@ -45,11 +45,25 @@ def htb_class_cmd(
             "rate", rate, "ceil", ceil, "burst", b, "cburst", b, "quantum", q]  # fmt: skip
 
 
+def leaf_qdisc(queue_pkts: int, mtu: int = DEFAULT_MTU, tso: bool = False) -> list[str]:
+    """A class's FIFO holding `queue_pkts` frames of `mtu`: counted in packets, or with userspace
+    TSO (emulation.tso) in those frames' bytes, since a GSO packet of up to 64 kB is one packet."""
+    if tso:
+        return ["bfifo", "limit", str(queue_pkts * (mtu + ETH_HEADER))]
+    return ["pfifo", "limit", str(queue_pkts)]
+
+
 def htb_cmds(
-    intf: str, mbps: float, queue_pkts: int | None = None, delay_ms: float = 0.0, mtu: int = DEFAULT_MTU
+    intf: str,
+    mbps: float,
+    queue_pkts: int | None = None,
+    delay_ms: float = 0.0,
+    mtu: int = DEFAULT_MTU,
+    tso: bool = False,
 ) -> list[list[str]]:
     """tc commands limiting egress of `intf` to `mbps` Mbit/s (and adding delay if asked); the
-    quantum is one frame at `mtu`, the queue `queue_pkts` (default: queue_pkts_for(mtu))."""
+    quantum is one frame at `mtu`, the queue `queue_pkts` frames (default: queue_pkts_for(mtu);
+    in bytes with `tso`, leaf_qdisc)."""
     queue_pkts = queue_pkts_for(mtu) if queue_pkts is None else queue_pkts
     cmds = [
         ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", "1"],
@@ -76,7 +90,7 @@ def htb_cmds(
         )
     else:
         cmds.append(
-            ["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", "pfifo", "limit", str(queue_pkts)]
+            ["tc", "qdisc", "replace", "dev", intf, "parent", "5:1", "handle", "10:", *leaf_qdisc(queue_pkts, mtu, tso)]
         )
     return cmds
 
@@ -96,7 +110,13 @@ def fair_buckets(n_sources: int) -> int:
 
 
 def fair_htb_cmds(
-    intf: str, mbps: float, n_sources: int, own_ip: str, mtu: int = DEFAULT_MTU, delay_ms: float = 0.0
+    intf: str,
+    mbps: float,
+    n_sources: int,
+    own_ip: str,
+    mtu: int = DEFAULT_MTU,
+    delay_ms: float = 0.0,
+    tso: bool = False,
 ) -> list[list[str]]:
     """tc commands limiting egress of a relaying server's `intf` to `mbps`, shared fairly among the
     hosts whose packets leave by it (the server's own and those it forwards).
@@ -115,8 +135,8 @@ def fair_htb_cmds(
     buckets = fair_buckets(n_sources)
     own = int(own_ip.rsplit(".", 1)[1]) & (buckets - 1)
     filt = ["tc", "filter", "replace", "dev", intf, "parent", "5:", "prio", "1"]
-    limit = ["limit", str(queue_pkts_for(mtu))]
-    leaf = ["netem", "delay", f"{delay_ms:g}ms", *limit] if delay_ms > 0 else ["pfifo", *limit]
+    fifo = leaf_qdisc(queue_pkts_for(mtu), mtu, tso)
+    leaf = ["netem", "delay", f"{delay_ms:g}ms", "limit", str(queue_pkts_for(mtu))] if delay_ms > 0 else fifo
     cmds = [
         ["tc", "qdisc", "replace", "dev", intf, "root", "handle", "5:", "htb", "default", f"{0x100 + own:x}"],
         *fair_class_cmds(intf, mbps, buckets, mtu),
@@ -149,9 +169,12 @@ def mtu_cmd(intf: str, mtu: int) -> list[str]:
     return ["ip", "link", "set", intf, "mtu", str(mtu)]
 
 
-def offload_cmd(intf: str) -> list[str]:
-    """Turn off checksum/segmentation offloads: with OVS's userspace datapath TCP fails otherwise."""
-    return ["ethtool", "-K", intf, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off"]
+def offload_cmd(intf: str, tso: bool = False) -> list[str]:
+    """Checksum and segmentation offloads: off, as OVS's userspace datapath needs them unless it
+    takes GSO packets (userspace TSO, emulation.tso), then on. GRO stays off here (a host's
+    receiving end turns it on: rx_napi_cmds)."""
+    state = "on" if tso else "off"
+    return ["ethtool", "-K", intf, "tx", state, "rx", state, "tso", state, "gso", state, "gro", "off"]
 
 
 def rx_napi_cmds(intfs: list[str]) -> list[list[str]]:

@@ -18,6 +18,8 @@
 #     /etc/sysctl.d/61-psnet-testbed-tcp.conf: emulated hosts pin their congestion control
 #   - Open vSwitch started (ovs-ctl start) when it is not running; ovs-vswitchd's send socket
 #     enlarged in place, or the daemon restarted when no bridge exists and no emulation runs
+#   - Open vSwitch's other_config:userspace-tso-enable=true (GSO packets cross the userspace
+#     datapath whole: emulation/tso.py), and ovs-vswitchd restarted (as above) to take it
 # Inside this checkout and root's home only:
 #   - .venv: a venv of Debian's python3 with the pinned packages of requirements.txt, and links to
 #     Debian's Mininet, mpi4py and SimGrid modules (found for the venv's Python, any architecture)
@@ -179,22 +181,32 @@ net.core.rmem_default = %s
   # The shim that keeps TensorFlow's gRPC servers on their task's address (tfjob/bindshim.py);
   # a task would build it on first use, but a missing compiler is better said here.
   (cd "$top" && "$venv/bin/python" -m tfjob.bindshim) | sed 's/^/setup: /'
+  # Userspace TSO (emulation/tso.py): ovs-vswitchd reads the setting once, at its start.
+  if [ "$(ovs-vsctl --timeout=5 get Open_vSwitch . other_config:userspace-tso-enable 2>/dev/null)" != '"true"' ]; then
+    log "ovs-vsctl set Open_vSwitch . other_config:userspace-tso-enable=true (GSO packets cross the datapath whole)"
+    ovs-vsctl --timeout=5 set Open_vSwitch . other_config:userspace-tso-enable=true
+  fi
   # A daemon that made its send socket before the sysctl keeps the small buffer: enlarge it in
-  # place (no restart, nothing lost). Where that is impossible, restart ovs-vswitchd, but only
-  # when nothing uses it: no bridge at all, and the testbed's emulator lock held meanwhile.
-  if ! (cd "$top" && "$venv/bin/python" -m emulation.datapath ensure | sed 's/^/setup: /'); then
+  # place (no restart, nothing lost). Where that is impossible, or the daemon started before the
+  # TSO setting, restart ovs-vswitchd, but only when nothing uses it: no bridge at all, and the
+  # testbed's emulator lock held meanwhile.
+  why=""
+  (cd "$top" && "$venv/bin/python" -m emulation.datapath ensure | sed 's/^/setup: /') || why="its send socket takes net.core.wmem_default"
+  (cd "$top" && "$venv/bin/python" -m emulation.tso check >/dev/null) || why="${why:+$why and }it takes userspace TSO"
+  if [ -n "$why" ]; then
     mkdir -p /run/psnet-testbed
     exec 9<>/run/psnet-testbed/.lock
     if flock -n 9 && [ -z "$(ovs-vsctl --timeout=5 list-br)" ]; then
-      log "restarting ovs-vswitchd so that its send socket takes net.core.wmem_default"
+      log "restarting ovs-vswitchd so that $why"
       "$ovs_ctl" --no-ovsdb-server --system-id=random --no-monitor restart >/dev/null 2>&1 || true
       ovs-vsctl --timeout=5 show >/dev/null || {
         echo "setup: ovs-vswitchd did not restart" >&2
         exit 1
       }
     else
-      log "WARNING: ovs-vswitchd keeps a small send buffer (switch-side queues lose packets"
-      log "  silently); an emulation runs, so it was not restarted: run setup again later"
+      log "WARNING: ovs-vswitchd was not restarted so that $why: an emulation runs;"
+      log "  run setup again later (until then: a small send buffer loses packets silently, and"
+      log "  runs go without userspace TSO)"
     fi
     exec 9>&-
   fi

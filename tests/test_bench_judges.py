@@ -139,13 +139,19 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one(tmp_path, mo
     jumbo = [r | {"mtu": 9000} for r in (row(1200, 6, 0.99, 0.99), row(1800, 6, 0.97, 0.96))]
     assert ceiling(rows + jumbo) == 600 and ceiling(rows + jumbo, mtu=9000) == 1800  # each MTU on its own rows
     lines = ceiling_sentence(rows + jumbo).splitlines()  # rows without a cabling ran before patch cables: veth
-    assert lines[0].startswith("- MTU 1500, ECS-ToR cables veth: ") and "**600 Mbit/s**" in lines[0]
+    assert lines[0].startswith("- MTU 1500, ECS-ToR cables veth, frames (no TSO): ") and "**600 Mbit/s**" in lines[0]
     assert "budget is 900 Mbit/s" in lines[0]
-    assert lines[1].startswith("- MTU 9000, ECS-ToR cables veth: ") and "**1800 Mbit/s** (the highest" in lines[1]
+    assert lines[1].startswith("- MTU 9000, ECS-ToR cables veth, frames") and "**1800 Mbit/s** (the highest" in lines[1]
     patch = [r | {"cabling": "patch"} for r in (row(600, 6, 0.99, 0.98), row(1200, 6, 0.97, 0.96))]
     assert ceiling(rows + patch, cabling="patch") == 1200 and ceiling(rows + patch, cabling="veth") == 600
     first = ceiling_sentence(rows + patch).splitlines()[0]
-    assert first.startswith("- MTU 1500, ECS-ToR cables patch: ") and "**1200 Mbit/s** (the highest" in first
+    assert first.startswith("- MTU 1500, ECS-ToR cables patch, frames") and "**1200 Mbit/s** (the highest" in first
+    # rows with userspace TSO have a ceiling of their own, beside the same cabling's without
+    tso = [r | {"cabling": "patch", "tso": True} for r in (row(1200, 6, 0.999, 0.999), row(1800, 6, 0.999, 0.998))]
+    assert ceiling(rows + patch + tso, cabling="patch", tso=True) == 1800
+    assert ceiling(rows + patch + tso, cabling="patch", tso=False) == 1200
+    last = ceiling_sentence(rows + patch + tso).splitlines()[-1]
+    assert last.startswith("- MTU 1500, ECS-ToR cables patch, userspace TSO: ") and "**1800 Mbit/s**" in last
 
 
 def test_the_wire_factor_follows_the_mtu():

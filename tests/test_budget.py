@@ -228,6 +228,7 @@ class FakeTestbed:
     """Stands in for emulation.net.Testbed: the probe's logic without an emulator."""
 
     timings = {"bring_up_s": 1.0, "lock_wait_s": 0.0}
+    tso = False  # the datapath of frames: the probe's own steps
 
     def __init__(self, _net: object) -> None:
         pass

@@ -12,6 +12,7 @@ from emulation.shaping import (
     fair_buckets,
     fair_htb_cmds,
     htb_cmds,
+    leaf_qdisc,
     mtu_cmd,
     offload_cmd,
     queue_pkts_for,
@@ -102,6 +103,17 @@ def test_every_command_is_an_argv_of_strings():
 
 def test_offload_cmd_turns_off_all_offloads():
     assert offload_cmd("ps1_1-eth2") == argv("ethtool -K ps1_1-eth2 tx off rx off tso off gso off gro off")
+
+
+def test_with_userspace_tso_offloads_stay_on_and_queues_count_bytes():
+    assert offload_cmd("ps1_1-eth2", tso=True) == argv("ethtool -K ps1_1-eth2 tx on rx on tso on gso on gro off")
+    # the same 1000 full frames as the packet FIFO, in bytes: a 64 kB GSO packet is one packet
+    assert htb_cmds("x-eth1", 50, tso=True)[2] == argv(
+        "tc qdisc replace dev x-eth1 parent 5:1 handle 10: bfifo limit 1514000"
+    )
+    assert leaf_qdisc(167, 9000, tso=True) == ["bfifo", "limit", str(167 * 9014)]
+    fair = fair_htb_cmds("s-eth1", 10, 4, "10.0.0.2", tso=True)
+    assert sum("bfifo" in c for c in fair) == 4 and not any("pfifo" in c for c in fair)
 
 
 def test_tc_batch_drops_the_leading_tc_and_skips_other_tools():

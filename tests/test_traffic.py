@@ -20,6 +20,7 @@ from emulation.phases import (
     busy_s,
     last_moving,
     link_busy_s,
+    moved_wire,
     moving_s,
     phases,
     read_counters,
@@ -27,6 +28,7 @@ from emulation.phases import (
     window,
     write_links_csv,
 )
+from emulation.tso import wire_bytes
 from runs.stall import Stalled, StallWatch
 from runs.steptime import resplit, split_step, step_split
 from tfjob.procs import JobRun, Proc, own_lines, proc_state
@@ -47,8 +49,20 @@ def test_counters_come_from_one_read_of_proc_net_dev(tmp_path):
         "    lo:    1200      10    0    0    0     0          0         0     3400      20    0    0    0     0 0 0\n"
         "t1_1-eth1: 500 5 0 0 0 0 0 0 700 7 0 0 0 0 0 0\n"
     )
-    assert read_counters(f) == {"lo": (1200, 3400), "t1_1-eth1": (500, 700)}
+    assert read_counters(f) == {"lo": (1200, 10, 3400, 20), "t1_1-eth1": (500, 5, 700, 7)}
     assert "lo" in read_counters()  # this machine's own file parses
+
+
+def test_a_gso_packets_frames_each_carry_their_headers_on_the_wire():
+    # 1000 full frames at MTU 1500 (1514 bytes each, 1448 of payload): counted as they went
+    assert wire_bytes(1000 * 1514, 1000, 1500) == 1000 * 1514
+    # the same payload as 25 GSO packets of 40 segments: counted with one set of headers each
+    # (66 bytes: Ethernet, IPv4, TCP with timestamps), sent as the same 1000 frames
+    assert wire_bytes(25 * (66 + 40 * 1448), 25, 1500) == 1000 * 1514
+    assert wire_bytes(100 * 66, 100, 1500) == 100 * 66  # bare ACKs: nothing to add
+    last = {"x": (0, 0, 0, 0)}
+    now = {"x": (25 * (66 + 40 * 1448), 25, 66 * 25, 25)}  # data in, one ACK per GSO packet out
+    assert moved_wire(now, last, 1500) == {"x": (1000 * 1514, 66 * 25)}
 
 
 def test_a_window_keeps_its_bottleneck_link_either_direction():

@@ -111,7 +111,8 @@ def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None) -> tuple[
     mbps = float(got["mbps"]) * fixed / fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU)))
     scaled = "" if fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU))) == fixed else f", scaled to MTU {mtu}"
     bound = ", the probe's top step" if got.get("at_least") else ""
-    return mbps, f"measured on this machine {got.get('measured', '?')}{bound}{scaled}"
+    tso = ", userspace TSO" if got.get("tso") else ""
+    return mbps, f"measured on this machine {got.get('measured', '?')}{tso}{bound}{scaled}"
 
 
 def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
