@@ -87,7 +87,12 @@ def tso_check() -> Check:
     if tso.enabled():
         return Check("ovs userspace TSO", True, "on: GSO packets cross the datapath whole", blocking=False)
     if tso.daemon_has_tso():
-        return Check("ovs userspace TSO", False, "off: PSNET_TSO=0 in the environment", blocking=False)
+        return Check(
+            "ovs userspace TSO",
+            True,
+            "available, off: PSNET_TSO=1 turns it on (opt-in, emulation/tso.py)",
+            blocking=False,
+        )
     return Check(
         "ovs userspace TSO",
         False,

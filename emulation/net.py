@@ -199,7 +199,7 @@ class Testbed:
 
     # --- pieces of start ---------------------------------------------------------------------
     def _use_tso(self) -> bool:
-        """Userspace TSO when this machine's ovs-vswitchd took it and PSNET_TSO is not 0 (emulation.tso)."""
+        """Userspace TSO when PSNET_TSO=1 and this machine's ovs-vswitchd took it (emulation.tso)."""
         return tso.enabled()
 
     def _make_mininet(self) -> Mininet:

@@ -21,9 +21,13 @@ What it changes, and where the testbed allows for it:
 - An interface's byte counter counts a GSO packet's headers once, not once per frame: `wire_bytes`
   puts the frames' headers back for the fidelity monitor's link utilisation.
 
-`PSNET_TSO=0` keeps the offloads off (the old datapath, to compare). A daemon started without the
-setting also runs without: scripts/setup.sh sets it and restarts ovs-vswitchd when no emulation
-runs. Runs over several servers (emulation.cluster_net) keep it off: a server's daemon is its own.
+Opt-in for now: `PSNET_TSO=1` turns it on (scripts/bench_network.sh measures both). The first
+clean-clone CI with it on by default failed two emulation tests twice each that pass alone with it
+(HRS on BCube(3,1): parallel/one-process GST 0.85 against 0.58-0.68 alone; PLink's probed groups
+AMI 0.71 against >= 0.85), so the default stays the datapath of frames until that is understood.
+A daemon started without the setting runs without it whatever PSNET_TSO says: scripts/setup.sh
+sets it and restarts ovs-vswitchd when no emulation runs. Runs over several servers
+(emulation.cluster_net) keep it off: a server's daemon is its own.
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ def daemon_has_tso(log: Path = OVS_LOG) -> bool:
 
 
 def enabled(log: Path = OVS_LOG) -> bool:
-    """Whether runs on this machine use userspace TSO: the daemon took it and PSNET_TSO is not 0."""
-    return os.environ.get("PSNET_TSO", "1") != "0" and daemon_has_tso(log)
+    """Whether runs on this machine use userspace TSO: PSNET_TSO=1 and the daemon took it."""
+    return os.environ.get("PSNET_TSO", "0") == "1" and daemon_has_tso(log)
 
 
 def wire_bytes(nbytes: int, packets: int, mtu: int) -> int:
