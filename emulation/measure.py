@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from controller.routing import path_links, path_nodes, taken_path
 from emulation.hostcmd import run
 from emulation.net import Testbed
+from emulation.shaping import TCP_IP_HEADERS
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU
 
@@ -122,10 +123,6 @@ def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
     return {
         d["ifname"]: (d["stats64"]["rx"]["bytes"], d["stats64"]["tx"]["bytes"]) for d in data if d["ifname"] != "lo"
     }
-
-
-#: bytes of IP and TCP headers with the timestamp option (Linux's default) in a full segment
-TCP_IP_HEADERS = 52
 
 
 def mss_bytes(mtu: int = DEFAULT_MTU) -> int:

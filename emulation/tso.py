@@ -37,7 +37,7 @@ import os
 import sys
 from pathlib import Path
 
-from emulation.shaping import ETH_HEADER
+from emulation.shaping import ETH_HEADER, TCP_IP_HEADERS
 
 OVS_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
 #: the line ovs-vswitchd logs once at start, first thing (vlog's sequence number 1)
@@ -47,7 +47,7 @@ TSO_ON = b"userspace_tso|INFO|Userspace TCP Segmentation Offloading support enab
 #: bytes read from the log's end at a time, looking back for the daemon's start
 CHUNK = 1 << 20
 #: bytes of headers each frame of a TCP segment carries: Ethernet, IPv4 and TCP with timestamps
-FRAME_HEADERS = ETH_HEADER + 20 + 32
+FRAME_HEADERS = ETH_HEADER + TCP_IP_HEADERS
 
 
 def daemon_has_tso(log: Path = OVS_LOG) -> bool:
@@ -60,9 +60,9 @@ def daemon_has_tso(log: Path = OVS_LOG) -> bool:
             tail = b""
             pos = end
             while pos > 0:
-                pos = max(0, pos - CHUNK)
+                prev, pos = pos, max(0, pos - CHUNK)
                 f.seek(pos)
-                tail = f.read(min(CHUNK, end - pos)) + tail
+                tail = f.read(prev - pos) + tail  # each byte once: the first chunk may be short
                 start = tail.rfind(STARTED)
                 if start >= 0:
                     return TSO_ON in tail[start:]
@@ -83,7 +83,7 @@ def wire_bytes(nbytes: int, packets: int, mtu: int) -> int:
     frames; frames beyond the packets add their headers. Exact for frames the size of the MTU or
     less (nothing is added), and within a fraction of one header per GSO packet otherwise."""
     payload = nbytes - packets * FRAME_HEADERS
-    frames = payload / (mtu - FRAME_HEADERS + ETH_HEADER)
+    frames = payload / (mtu - TCP_IP_HEADERS)  # full segments (emulation.measure.mss_bytes)
     return nbytes + int(max(0.0, frames - packets) * FRAME_HEADERS)
 
 
