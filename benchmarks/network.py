@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import statistics
 import sys
 import tempfile
@@ -269,25 +268,17 @@ def shaping_figure(
 ) -> list[dict]:
     """One row per (rate, flow count): achieved / configured, goodput and wire, with CPU. `tso`:
     with userspace TSO where this machine's daemon has it (the row says whether it ran with it)."""
-    saved = os.environ.get("PSNET_TSO")
-    os.environ["PSNET_TSO"] = "1" if tso else "0"
-    try:
-        return _shaping_rows(rates_mbps, flow_counts, seconds, mtu, cabling)
-    finally:
-        if saved is None:
-            os.environ.pop("PSNET_TSO", None)
-        else:
-            os.environ["PSNET_TSO"] = saved
+    return _shaping_rows(rates_mbps, flow_counts, seconds, mtu, cabling, tso)
 
 
 def _shaping_rows(
-    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int, cabling: str
+    rates_mbps: list[float], flow_counts: list[int], seconds: float, mtu: int, cabling: str, tso: bool
 ) -> list[dict]:
     out = []
     with tempfile.TemporaryDirectory(prefix="psnet-bench-") as tmp:
         for mbps in rates_mbps:
             path = shaping_topology(mbps, Path(tmp), mtu, cabling)
-            with Testbed(path) as tb:
+            with Testbed(path, tso=tso) as tb:
                 for flows in flow_counts:
                     pairs = flow_pairs(flows)
                     problems = flow_problems(tb.model, tb.current_paths(), tb.circuits(), pairs, mbps)
@@ -417,7 +408,7 @@ def format_tables(res: dict) -> str:
         rows = []
         for r in res["shaping"]:
             mtu = row_mtu(r)
-            budget = fidelity_budget_mbps(mtu)
+            budget = fidelity_budget_mbps(mtu, tso=row_tso(r))
             within = r["aggregate_mbps"] <= budget
             rows.append(
                 [
@@ -503,7 +494,7 @@ def ceiling_sentence(rows: list[dict]) -> str:
     """One line per MTU and cabling measured: the ceiling beside the schema's budget for that MTU."""
     lines = []
     for tso, cabling, mtu in sorted({(row_tso(r), row_cabling(r), row_mtu(r)) for r in rows}):
-        top, budget = ceiling(rows, mtu=mtu, cabling=cabling, tso=tso), fidelity_budget_mbps(mtu)
+        top, budget = ceiling(rows, mtu=mtu, cabling=cabling, tso=tso), fidelity_budget_mbps(mtu, tso=tso)
         label = f"MTU {mtu}, ECS-ToR cables {cabling}, {'userspace TSO' if tso else 'frames (no TSO)'}"
         if top is None:
             lines.append(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from emulation import datapath, tso
 from emulation.sampler import ovs_process
-from topologies.schema import TopologySpec, fidelity_budget_mbps
+from topologies.schema import InputError, TopologySpec
 
 #: the fix for whatever set-up installs, said "as root": a root shell (a VM console, a container)
 #: often has no privilege-raising command, and root is all that is needed
@@ -84,21 +84,25 @@ def send_buffer_check() -> Check:
 
 def tso_check() -> Check:
     """Whether runs here carry GSO packets whole (emulation.tso): not blocking, a slower datapath."""
-    if tso.enabled():
-        return Check("ovs userspace TSO", True, "on: GSO packets cross the datapath whole", blocking=False)
-    if tso.daemon_has_tso():
+    try:
+        m = tso.mode()
+    except InputError as err:
+        return Check("ovs userspace TSO", False, str(err), blocking=False)
+    if not tso.daemon_has_tso():
         return Check(
             "ovs userspace TSO",
-            True,
-            "available, off: PSNET_TSO=1 turns it on (opt-in, emulation/tso.py)",
+            False,
+            f"ovs-vswitchd runs without it (a packet per frame: a lower ceiling); {SETUP} "
+            "(sets it, restarts the daemon)",
             blocking=False,
         )
-    return Check(
-        "ovs userspace TSO",
-        False,
-        f"ovs-vswitchd runs without it (a packet per frame: a lower ceiling); {SETUP} (sets it, restarts the daemon)",
-        blocking=False,
-    )
+    detail = {
+        "auto": "on for a run whose network offers more than the datapath of frames carries (PSNET_TSO=auto; 1: "
+        "every run, 0: none)",
+        "on": "on for every run (PSNET_TSO=1)",
+        "off": "available, off (PSNET_TSO=0)",
+    }[m]
+    return Check("ovs userspace TSO", True, detail, blocking=False)
 
 
 def checks() -> list[Check]:
@@ -134,8 +138,8 @@ def checks() -> list[Check]:
                 "kernel module loaded"
                 if kmod
                 else "no openvswitch kernel module: the userspace datapath is used (one busy thread; "
-                f"keep aggregate load within {fidelity_budget_mbps(1500):g} Mbit/s, "
-                f"{fidelity_budget_mbps(9000):g} with mtu: 9000)",
+                f"keep aggregate load within {tso.ceiling(1500)[0]:g} Mbit/s, "
+                f"{tso.ceiling(9000)[0]:g} with mtu: 9000)",
                 blocking=False,
             )
         )

@@ -121,7 +121,7 @@ class Testbed:
 
     __test__ = False  # not a pytest class
 
-    def __init__(self, topology: str | Path | Network, ready_timeout_s: float = 30.0) -> None:
+    def __init__(self, topology: str | Path | Network, ready_timeout_s: float = 30.0, tso: bool | None = None) -> None:
         self.model = topology if isinstance(topology, Network) else load_network(topology)
         self.source = str(topology) if not isinstance(topology, Network) else "<model>"
         self.ready_timeout_s = ready_timeout_s
@@ -133,6 +133,8 @@ class Testbed:
         self.timings: dict[str, float] = {}
         #: the datapath carries GSO packets whole (emulation.tso); decided at start
         self.tso = False
+        #: what was asked for it: True or False forces it (a benchmark of both), None chooses
+        self._want_tso = tso
 
     @property
     def run_id(self) -> str:
@@ -199,8 +201,11 @@ class Testbed:
 
     # --- pieces of start ---------------------------------------------------------------------
     def _use_tso(self) -> bool:
-        """Userspace TSO when PSNET_TSO=1 and this machine's ovs-vswitchd took it (emulation.tso)."""
-        return tso.enabled()
+        """Userspace TSO when this machine's ovs-vswitchd took it and the run asked for it, or
+        (asked nothing) when PSNET_TSO and the network's demand choose it (emulation.tso.enabled)."""
+        if self._want_tso is not None:
+            return self._want_tso and tso.daemon_has_tso()
+        return tso.enabled(tso.demand_mbps(self.model), self.model.spec.mtu)
 
     def _make_mininet(self) -> Mininet:
         """The unbuilt Mininet of the model, its switches dialling the controller on loopback."""

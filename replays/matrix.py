@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from emulation import tso
 from replays import figsummary, sweep
 from replays.figure import REPO, TOPOLOGIES, Figure, Point, rep_dir
 from replays.provenance import capture
@@ -42,7 +43,7 @@ from schemes.registry import get as get_scheme
 from topologies.build import build_network
 from topologies.files import write_json_atomic
 from topologies.model import Network
-from topologies.schema import InputError, SafeName, TopologySpec, fidelity_budget_mbps, one_line_error, read_yaml
+from topologies.schema import InputError, SafeName, TopologySpec, one_line_error, read_yaml
 from workloads.budget import OVERRIDE_TOPO, check_job
 from workloads.experiment import ExperimentError, JobSpec
 
@@ -210,7 +211,7 @@ def plan(m: MatrixSpec, path: Path, quick: bool = False) -> tuple[Figure, list[C
             fits = m.emulated_mbps * base_scale / spec.scale
             raise MatrixError(
                 f"{path}: emulated_mbps: cell {p.id}: {note}; every cell runs at one rate and gradient size, "
-                f"so lower emulated_mbps to {fits:.3g} or less (the budget is {fidelity_budget_mbps(spec.mtu):g} "
+                f"so lower emulated_mbps to {fits:.3g} or less (the budget is {tso.ceiling(spec.mtu)[0]:g} "
                 f"Mbit/s at MTU {spec.mtu})"
             )
         cells.append(Cell(topo, p.series, p, why, spec, source))

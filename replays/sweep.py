@@ -36,6 +36,7 @@ import logging
 import time
 from pathlib import Path
 
+from emulation import tso
 from replays import figsummary
 from replays import provenance as prov
 from replays.figure import FIGURES, REPO, TOPOLOGIES, Figure, FigureError, Point, load_figure, rep_dir
@@ -45,7 +46,7 @@ from runs import rounds
 from runs.summary import write_summary
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from topologies.files import write_json_atomic
-from topologies.schema import TopologySpec, fidelity_budget_mbps, load_spec, parse_spec
+from topologies.schema import TopologySpec, load_spec, parse_spec
 from workloads.budget import BUDGET_HOPS, OVERRIDE_TOPO, check_job, offered_load_mbps
 from workloads.experiment import ExperimentSpec, JobSpec
 
@@ -70,7 +71,7 @@ def point_topology(fig: Figure, point: Point) -> tuple[TopologySpec, str, str]:
     spec = parse_spec(data, f"{path} (figure {fig.figure}, point {point.id})")
     load = offered_load_mbps(spec, {**fig.job, **point.job}.get("scheme", DEFAULT_SCHEME))
     note = ""
-    budget = fidelity_budget_mbps(spec.mtu)
+    budget = tso.ceiling(spec.mtu)[0]  # the datapath runs get here: with TSO where it may be used
     if load > budget:
         spec = parse_spec({**data, "scale": spec.scale * load / budget}, str(path))
         note = (

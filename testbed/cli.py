@@ -72,7 +72,7 @@ this checkout, so topologies/psnet-testbed.yaml works from anywhere. What the te
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from emulation import doctor
+    from emulation import doctor, tso
     from topologies.spec import datapath_ceiling, measured_ceiling
 
     bad = 0
@@ -80,19 +80,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         mark = "ok  " if c.ok else ("FAIL" if c.blocking else "note")
         bad += (not c.ok) and c.blocking
         print(f"{mark}  {c.name:24s} {c.detail}")
-    if not bad and (args.measure or (measured_ceiling() is None and not args.no_measure)):
+    with_tso = not bad and tso.available()
+    unmeasured = measured_ceiling() is None or (with_tso and measured_ceiling(tso=True) is None)
+    if not bad and (args.measure or (unmeasured and not args.no_measure)):
         from emulation.bringup import TestbedError
         from emulation.ceiling import NotMeasured, measure_ceiling
 
-        print(f"....  {'datapath ceiling':24s} measuring (~40 s, once; cached)")
+        print(f"....  {'datapath ceiling':24s} measuring (~{80 if with_tso else 40} s, once; cached)")
         try:
             measure_ceiling(queue=args.measure)
         except (TestbedError, NotMeasured) as err:  # the emulator or the machine is busy
             print(f"note  {'datapath ceiling':24s} not measured: {err}")
-    mbps, source = datapath_ceiling()
-    print(
-        f"{'ok  ' if measured_ceiling() else 'note'}  {'datapath ceiling':24s} {mbps:.0f} Mbit/s at MTU 1500: {source}"
-    )
+    for label, on in (("datapath ceiling", False), ("ceiling with TSO", True))[: 1 + with_tso]:
+        mbps, source = datapath_ceiling(tso=on)
+        mark = "ok  " if measured_ceiling(tso=on) else "note"
+        print(f"{mark}  {label:24s} {mbps:.0f} Mbit/s at MTU 1500: {source}")
     _relay_lines()
     print("ready to emulate" if not bad else f"{bad} blocking problem(s): fix them, then run testbed doctor again")
     return 1 if bad else 0

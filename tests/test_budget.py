@@ -3,6 +3,7 @@ measured datapath ceiling (topologies/spec.py): refusals before anything is buil
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,13 @@ from replays import figure, matrix, sweep
 from testbed import cli
 from topologies.build import build_network
 from topologies.schema import TopologyError, load_spec, parse_spec
-from topologies.spec import FIDELITY_BUDGETS_MBPS, datapath_ceiling, fidelity_budget_mbps, record_ceiling
+from topologies.spec import (
+    FIDELITY_BUDGETS_MBPS,
+    ceiling_cache_file,
+    datapath_ceiling,
+    fidelity_budget_mbps,
+    record_ceiling,
+)
 from workloads import budget
 from workloads.experiment import load_experiment
 
@@ -191,6 +198,34 @@ def test_a_measured_ceiling_is_used_over_the_fixed_one():
     assert refused and "600 Mbit/s (measured on this machine 2026-11-26)" in refused[0][1]
 
 
+def test_the_datapaths_with_and_without_tso_keep_their_own_ceilings(tmp_path, monkeypatch):
+    from emulation import tso
+
+    with_tso, without = tmp_path / "with.log", tmp_path / "without.log"
+    started = tso.STARTED + b"\n"
+    with_tso.write_bytes(b"old run\n" + started + b"x|" + tso.TSO_ON + b"\n")
+    without.write_bytes(started + b"x|" + tso.TSO_ON + b"\n" + started)  # restarted since, without it
+    record_ceiling(1000.0, {"measured": "2026-11-30", "tso": False})
+    mbps, source = datapath_ceiling(1500, tso=True)  # not measured with TSO: the frames' figure, said so
+    assert mbps == 1000.0 and "TSO's not measured" in source
+    record_ceiling(1800.0, {"measured": "2026-11-30", "tso": True})
+    assert datapath_ceiling(1500)[0] == 1000.0 and datapath_ceiling(1500, tso=True)[0] == 1800.0
+    assert "userspace TSO" in datapath_ceiling(1500, tso=True)[1]
+    monkeypatch.delenv("PSNET_TSO", raising=False)  # auto
+    assert tso.ceiling(1500, with_tso)[0] == 1800.0 and tso.ceiling(1500, without)[0] == 1000.0
+    monkeypatch.setenv("PSNET_TSO", "0")
+    assert tso.ceiling(1500, with_tso)[0] == 1000.0
+
+
+def test_a_ceiling_cached_by_an_older_testbed_on_the_tso_datapath_is_not_the_frames_one():
+    record_ceiling(1800.0, {"measured": "2026-11-29", "tso": True})
+    f = ceiling_cache_file()
+    data = json.loads(f.read_text())
+    data = {k.removesuffix("|tso"): v for k, v in data.items()}  # the one entry an older testbed kept
+    f.write_text(json.dumps(data))
+    assert datapath_ceiling(1500)[0] == FIDELITY_BUDGETS_MBPS[1500]
+
+
 def test_an_unreadable_cache_falls_back_to_the_fixed_ceiling(tmp_path):
     f = tmp_path / "cache" / "psnet-testbed" / "datapath-ceiling.json"
     f.parent.mkdir(parents=True)
@@ -230,7 +265,7 @@ class FakeTestbed:
     timings = {"bring_up_s": 1.0, "lock_wait_s": 0.0}
     tso = False  # the datapath of frames: the probe's own steps
 
-    def __init__(self, _net: object) -> None:
+    def __init__(self, _net: object, tso: bool | None = None) -> None:
         pass
 
     def __enter__(self) -> FakeTestbed:
@@ -248,6 +283,7 @@ def probe(monkeypatch, wires: list[float]) -> dict:
     from emulation import ceiling
 
     samples = iter(wires)
+    monkeypatch.setenv("PSNET_TSO", "0")  # the datapath of frames only: one probe
     monkeypatch.setattr(ceiling, "Testbed", FakeTestbed)
     monkeypatch.setattr(ceiling.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     monkeypatch.setattr(

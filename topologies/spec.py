@@ -38,6 +38,9 @@ EMULATOR_CEILING_MBPS = 1000.0
 #: a faster machine (a fresh 2-core VM held 95% only to 600 Mbit/s): `testbed doctor` measures
 #: this machine's and caches it (`datapath_ceiling`); these are the fallback when it has not.
 FIDELITY_BUDGETS_MBPS = {1500: 900.0, 9000: 1200.0}
+#: emulated switch hops the ceiling is measured over (emulation.ceiling: ToR, ECS, ToR); a load is
+#: counted as Mbit/s x switch hops / this
+CEILING_HOPS = 3
 DEFAULT_MTU = 1500
 
 
@@ -46,10 +49,11 @@ def fixed_budget_mbps(mtu: int = DEFAULT_MTU) -> float:
     return FIDELITY_BUDGETS_MBPS[max([m for m in FIDELITY_BUDGETS_MBPS if m <= mtu], default=DEFAULT_MTU)]
 
 
-def fidelity_budget_mbps(mtu: int = DEFAULT_MTU) -> float:
+def fidelity_budget_mbps(mtu: int = DEFAULT_MTU, tso: bool = False) -> float:
     """The faithful aggregate at `mtu` on this machine: measured (`testbed doctor`, cached in
-    `ceiling_cache_file()`) when it was, else the fixed figure (see `datapath_ceiling`)."""
-    return datapath_ceiling(mtu)[0]
+    `ceiling_cache_file()`) when it was, else the fixed figure (see `datapath_ceiling`). `tso`:
+    the datapath with userspace TSO's figure (emulation.tso.ceiling says which one runs get)."""
+    return datapath_ceiling(mtu, tso=tso)[0]
 
 
 # ---------------------------------------------------------------- the datapath's ceiling, per machine
@@ -91,35 +95,48 @@ def ceiling_cache_file() -> Path:
     return cache_dir() / "datapath-ceiling.json"
 
 
-def measured_ceiling(path: Path | None = None) -> dict | None:
-    """This machine's cached measurement ({"mbps": ..., "mtu": 1500, "measured": date, ...}), or
-    None when nothing was measured here (or the file is unreadable: then the fixed figure holds)."""
-    entry = read_cache(path or ceiling_cache_file()).get(machine_key())
+#: the cache key's ending for the datapath with userspace TSO (emulation.tso): its own figure
+TSO_KEY = "|tso"
+
+
+def measured_ceiling(path: Path | None = None, tso: bool = False) -> dict | None:
+    """This machine's cached measurement ({"mbps": ..., "mtu": 1500, "measured": date, ...}) of
+    the datapath of frames, or with `tso` of the datapath with userspace TSO (each its own entry:
+    one figure cannot serve both, 1,200 against 1,800 Mbit/s here), or None when it was not
+    measured here (or the file is unreadable: then the fixed figure holds)."""
+    entry = read_cache(path or ceiling_cache_file()).get(machine_key() + (TSO_KEY if tso else ""))
     if not isinstance(entry, dict) or not isinstance(entry.get("mbps"), int | float) or entry["mbps"] <= 0:
+        return None
+    if bool(entry.get("tso")) != tso:  # an older cache's one figure, taken on the other datapath
         return None
     return entry
 
 
-def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None) -> tuple[float, str]:
+def datapath_ceiling(mtu: int = DEFAULT_MTU, path: Path | None = None, tso: bool = False) -> tuple[float, str]:
     """(Mbit/s, where it came from) of the faithful aggregate at `mtu`. A measurement of this
     machine wins over the fixed figures, which came from a faster machine; it is taken at the
-    default MTU only (to stay short), so other MTUs scale it by the fixed figures' ratio."""
+    default MTU only (to stay short), so other MTUs scale it by the fixed figures' ratio. `tso`:
+    the datapath with userspace TSO, whose figure is the frames' one until it was measured."""
     fixed = fixed_budget_mbps(mtu)
-    got = measured_ceiling(path)
+    got = measured_ceiling(path, tso=True) if tso else None
+    unmeasured = ", the frames' figure (TSO's not measured: testbed doctor --measure)" if tso and got is None else ""
+    if got is None:
+        got, tso = measured_ceiling(path), False
     if got is None:
         return fixed, "fixed figure (not measured on this machine: testbed doctor measures it)"
     mbps = float(got["mbps"]) * fixed / fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU)))
     scaled = "" if fixed_budget_mbps(int(got.get("mtu", DEFAULT_MTU))) == fixed else f", scaled to MTU {mtu}"
     bound = ", the probe's top step" if got.get("at_least") else ""
-    tso = ", userspace TSO" if got.get("tso") else ""
-    return mbps, f"measured on this machine {got.get('measured', '?')}{tso}{bound}{scaled}"
+    how = ", userspace TSO" if tso else ""
+    return mbps, f"measured on this machine {got.get('measured', '?')}{how}{bound}{scaled}{unmeasured}"
 
 
 def record_ceiling(mbps: float, detail: dict, path: Path | None = None) -> Path:
-    """Cache this machine's measured ceiling (the default MTU's), replacing the file atomically."""
+    """Cache this machine's measured ceiling (the default MTU's) of the datapath `detail["tso"]`
+    says (frames when it says nothing), replacing the file atomically."""
     p = path or ceiling_cache_file()
     data = read_cache(p)
-    data[machine_key()] = {"mbps": mbps, "mtu": DEFAULT_MTU, **detail}
+    data[machine_key() + (TSO_KEY if detail.get("tso") else "")] = {"mbps": mbps, "mtu": DEFAULT_MTU, **detail}
     p.parent.mkdir(parents=True, exist_ok=True)
     return write_json_atomic(p, data, indent=2, sort_keys=True)
 

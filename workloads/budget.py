@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from emulation import tso
 from emulation.placement import servers_needed
 from schemes.registry import DEFAULT as DEFAULT_SCHEME
 from schemes.registry import SCHEMES, Need
@@ -36,7 +37,7 @@ from topologies import kinds
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import InputError, TopologySpec
-from topologies.spec import datapath_ceiling
+from topologies.spec import CEILING_HOPS
 from workloads.experiment import ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ ENGINE_PER_CORE = 256
 #: offered load may exceed the datapath's faithful ceiling by this factor before a run is refused:
 #: up to it the run is only judged (the fidelity verdict says whether the emulator kept up)
 RATE_SLACK = 1.5
-#: emulated switch hops that the ceiling was measured over (topologies.spec.FIDELITY_BUDGETS_MBPS)
-BUDGET_HOPS = 3
+#: emulated switch hops that the ceiling was measured over
+BUDGET_HOPS = CEILING_HOPS
 #: how an override is spelled in refusals
 OVERRIDE = "--no-budget or budget: off to override"
 OVERRIDE_TOPO = "--no-budget to override"
@@ -83,7 +84,7 @@ class Machine:
 
     @classmethod
     def here(cls, mtu: int = 1500) -> Machine:
-        mbps, source = datapath_ceiling(mtu)
+        mbps, source = tso.ceiling(mtu)
         return cls(psutil.virtual_memory().total / 2**20, os.cpu_count() or 1, mbps, source)
 
     @property
