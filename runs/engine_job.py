@@ -319,11 +319,10 @@ def load_slowdown(load_gbps: float, pairs: int) -> float | None:
     term); None where the calibration has no load term. A faithful run can be that much slower
     than its schedule allows: the verdict's checks (idle CPU, the busiest link's utilisation,
     drops) do not see it."""
-    from models.flow.simgrid import LOAD_FACTOR, load_multiplier, sim_config
+    from models.flow.simgrid import load_multiplier, load_shape, sim_config
 
-    cfg = sim_config()[0]
-    a = float(cfg.get(LOAD_FACTOR, 0) or 0)
-    return round(load_multiplier(a, load_gbps, pairs, cfg), 3) if a > 0 else None
+    a, q, j = load_shape(sim_config()[0])
+    return round(load_multiplier(a, load_gbps, pairs, q, j), 3) if a > 0 else None
 
 
 def progress_watch(run_dir: Path, hosts: list[str], windows, limit_s: float) -> ProgressWatch:
@@ -437,6 +436,7 @@ def run_scheme_job(
         problems = verify_dvf(out / "engine", workers, hosts) if held else verify_sums(out / "engine", workers)
     loads = link_loads(net, sched)  # routed once: the bound and the load on the veth cables from one count
     expected, load = busiest_s(loads), cable_load_gbps(net, loads)
+    connections = len(pair_bytes(sched))
     nic_mbps = min(ln.mbps for w in workers for ln in net.links_of(w))
     gst_formula_s = get_scheme(job.scheme).formula_s(prep.inputs, model_bytes, nic_mbps)  # type: ignore[arg-type]
     summary: dict[str, Any] = {
@@ -463,8 +463,8 @@ def run_scheme_job(
         "bct_s": describe(list(by_it.values())),
         "expected_sync_s": expected,
         "cable_load_gbps": round(load, 4),
-        "connections": len(pair_bytes(sched)),
-        "load_slowdown": load_slowdown(load, len(pair_bytes(sched))),
+        "connections": connections,
+        "load_slowdown": load_slowdown(load, connections),
         "predicted": {"gst_s": expected},  # what a figure's report sets beside the measured GST
         "gst_formula_s": gst_formula_s,
         "bytes_per_host": {h: {"sent": s, "received": r} for h, (s, r) in host_bytes(sched).items()},

@@ -98,7 +98,9 @@ def test_the_cores_and_the_rate_are_budgeted_too():
     ((what, why),) = budget.problems(fast, MACHINE)
     assert what == "rate" and "needs 2 servers at 950 Mbit/s aggregate (--cluster" in why, why
     faster = budget.Demand(hosts=8, switches=5, offered_mbps=1500.0)
-    assert "needs 3 servers at 1,500 Mbit/s aggregate" in budget.problems(faster, MACHINE)[0][1]
+    why = budget.problems(faster, MACHINE)[0][1]
+    assert "needs 2 servers (3 to keep each within its faithful ceiling) at 1,500 Mbit/s aggregate" in why, why
+    assert "--servers 3)" in why
     assert budget.problems(budget.Demand(hosts=8, switches=5, offered_mbps=850.0), MACHINE) == []  # within the slack
 
 

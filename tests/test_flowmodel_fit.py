@@ -343,7 +343,7 @@ def test_fit_recovers_the_load_terms_shape_and_the_settings_carry_it():
     """Points slowed by (1 + a L^q P^j) on top of the headers: the shaped load form finds a, q and
     j; the plain load form (a L) cannot fit them; the settings it writes give SimGrid's multiplier
     (models.flow.simgrid.load_multiplier) the same time as the fit's own formula."""
-    from models.flow.simgrid import LOAD_FACTOR, load_multiplier
+    from models.flow.simgrid import LOAD_FACTOR, load_multiplier, load_shape
 
     a, q, j = 0.034, 1.6, 0.5
     terms = [
@@ -365,7 +365,9 @@ def test_fit_recovers_the_load_terms_shape_and_the_settings_carry_it():
     assert fit(pts, Form("headers, load a", (HEADERS,), load=True)).rms_log_error > 0.02 > got.rms_log_error
     cfg = settings(got)
     p = pts[2]
-    simulated = p.sims[HEADERS.label] * load_multiplier(float(cfg[LOAD_FACTOR]), p.load_gbps, p.pairs, cfg)
+    fa, fq, fj = load_shape(cfg)
+    assert fa == float(cfg[LOAD_FACTOR])
+    simulated = p.sims[HEADERS.label] * load_multiplier(fa, p.load_gbps, p.pairs, fq, fj)
     assert simulated == pytest.approx(got.model_s(p), rel=1e-5)
     assert "headers, load a L^q P^j" in [f.name for f in candidate_forms()]
 

@@ -5,6 +5,8 @@ models and the routes are the kinds' own; no emulation."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from emulation.cluster_inventory import ClusterError, load_cluster
@@ -149,8 +151,15 @@ def test_a_128_host_fattree_is_refused_on_one_machine_and_accepted_on_two_server
     here = Machine(24 * 1024, 2, 1200.0, "as measured on this machine")
     with pytest.raises(BudgetError, match=r"needs 2 servers .*--cluster"):
         check_job(spec, str(f), [job], machine=here)
-    d = check_job(spec, str(f), [job], machine=cluster_machine(here, 2))
+    d = check_job(spec, str(f), [job], machine=cluster_machine(here, 2))  # the count it said is accepted
     assert d.hosts == 128 and d.switches == 80
+    fast = load_spec(f).model_copy(update={"scale": 30})  # 3.3x the rate
+    with pytest.raises(BudgetError, match=r"needs (\d+) servers") as refused:
+        check_job(fast, str(f), [job], machine=here)
+    n = int(re.search(r"needs (\d+) servers", str(refused.value)).group(1))
+    check_job(fast, str(f), [job], machine=cluster_machine(here, n))
+    with pytest.raises(BudgetError, match="over"):
+        check_job(fast, str(f), [job], machine=cluster_machine(here, n - 1))
 
 
 @pytest.mark.parametrize("command", [["replay", "fig1", "--quick"], ["matrix", "--quick"]])

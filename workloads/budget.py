@@ -146,13 +146,18 @@ def problems(d: Demand, m: Machine) -> list[tuple[str, str]]:
             ("engine", f"{d.engine_processes} engine processes on {m.cores} cores (at most {ENGINE_PER_CORE} per core)")
         )
     if d.offered_mbps > m.ceiling_mbps * RATE_SLACK:
-        n = servers_needed(d.offered_mbps * BUDGET_HOPS, m.ceiling_mbps, BUDGET_HOPS)
+        # a cluster's budget is its servers' ceilings with the same slack: the count it accepts, and
+        # the count that keeps every server within its faithful ceiling
+        hop_mbps = d.offered_mbps * BUDGET_HOPS
+        n = servers_needed(hop_mbps, m.ceiling_mbps * RATE_SLACK, BUDGET_HOPS)
+        faithful = servers_needed(hop_mbps, m.ceiling_mbps, BUDGET_HOPS)
+        more = f" ({faithful} to keep each within its faithful ceiling)" if faithful > n else ""
         out.append(
             (
                 "rate",
                 f"offered load {d.offered_mbps:.0f} Mbit/s x-hop/{BUDGET_HOPS} is over {RATE_SLACK:g}x this machine's "
-                f"faithful ceiling of {m.ceiling_mbps:.0f} Mbit/s ({m.ceiling_source}): needs {n} servers at "
-                f"{d.offered_mbps:,.0f} Mbit/s aggregate (--cluster; testbed topo place FILE --servers {n})",
+                f"faithful ceiling of {m.ceiling_mbps:.0f} Mbit/s ({m.ceiling_source}): needs {n} servers{more} at "
+                f"{d.offered_mbps:,.0f} Mbit/s aggregate (--cluster; testbed topo place FILE --servers {faithful})",
             )
         )
     return out

@@ -193,8 +193,7 @@ class Fit:
         base = p.simulated(self.sharing) / self.bandwidth_factor
         if self.legacy:
             base += p.slope * self.message_latency_s
-        shape = {LOAD_POWER: str(self.load_power), PAIRS_POWER: str(self.pairs_power)}
-        load = load_multiplier(self.load_factor, p.load_gbps, p.pairs, shape)
+        load = load_multiplier(self.load_factor, p.load_gbps, p.pairs, self.load_power, self.pairs_power)
         return base * fan_in_multiplier(self.fan_in_factor, p.fan_in) * load
 
 

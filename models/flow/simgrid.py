@@ -573,9 +573,9 @@ def _finish(res: SimResult, platform: Platform, traffic: Traffic, cfg: dict[str,
         raise RuntimeError(f"simulation failed: {res.error}")
     load = cable_load_gbps(platform, traffic)
     res = replace(res, cable_load_gbps=load)
-    k, a = float(cfg.get(FAN_IN_FACTOR, 0.0)), float(cfg.get(LOAD_FACTOR, 0.0))
+    k, (a, q, j) = float(cfg.get(FAN_IN_FACTOR, 0.0)), load_shape(cfg)
     if k or a:
-        m = fan_in_multiplier(k, traffic.fan_in()) * load_multiplier(a, load, len(traffic.pairs()), cfg)
+        m = fan_in_multiplier(k, traffic.fan_in()) * load_multiplier(a, load, len(traffic.pairs()), q, j)
         res = replace(
             res,
             iteration_s=res.iteration_s * m,
@@ -590,12 +590,16 @@ def fan_in_multiplier(k: float, fan_in: int) -> float:
     return 1.0 + k * math.log(max(1, fan_in))
 
 
-def load_multiplier(a: float, load_gbps: float, pairs: int = 1, cfg: dict[str, str] | None = None) -> float:
+def load_shape(cfg: dict[str, str]) -> tuple[float, float, float]:
+    """(a, q, j) of the calibration's load term 1 + a L^q P^j, read from its settings (LOAD_FACTOR,
+    LOAD_POWER, PAIRS_POWER; a 0, q 1 and j 0 where they are not set)."""
+    a = float(cfg.get(LOAD_FACTOR, 0.0) or 0.0)
+    return a, float(cfg.get(LOAD_POWER, 1.0)), float(cfg.get(PAIRS_POWER, 0.0))
+
+
+def load_multiplier(a: float, load_gbps: float, pairs: int = 1, q: float = 1.0, j: float = 0.0) -> float:
     """1 + a L^q P^j: the calibration's term for the emulator's load, L in Gbit/s (cable_load_gbps),
-    P the traffic's connections, q and j from the calibration `cfg` (LOAD_POWER, PAIRS_POWER; 1
-    and 0 without them)."""
-    q = float((cfg or {}).get(LOAD_POWER, 1.0))
-    j = float((cfg or {}).get(PAIRS_POWER, 0.0))
+    P the traffic's connections (`load_shape` reads a, q and j from a calibration)."""
     return 1.0 + a * max(load_gbps, 0.0) ** q * max(pairs, 1) ** j
 
 
