@@ -4,9 +4,8 @@ The fixed budget of topologies/spec.py (900 Mbit/s at MTU 1500) came from a fast
 fresh 2-core VM of the kind the testbed runs on held >= 95% only to 600 Mbit/s. So `testbed
 doctor` measures this machine once and caches the figure (topologies.spec.record_ceiling, beside
 the host-time and calibration caches in ~/.cache/psnet-testbed/): one for the datapath of frames
-and, where runs may use it, one for the datapath with userspace TSO (emulation.tso), which carries
-more (1,050-1,200 against 1,800 Mbit/s here). A run gets TSO when its network could offer more
-than the frames' figure (emulation.tso.enabled); the sweep's scale, the matrix's check and the
+and, where runs use it, one for the datapath with userspace TSO (emulation.tso), which carries
+more (1,050-1,200 against 1,800 Mbit/s here). The sweep's scale, the matrix's check and the
 resource budget (workloads.budget) plan with the figure of the datapath runs get
 (emulation.tso.ceiling), and say which figure they used.
 
@@ -76,7 +75,7 @@ def measure_ceiling(steps: tuple[float, ...] = STEPS_MBPS, seconds: float = SAMP
         os.environ["PSNET_LOCK_WAIT_S"] = "0"
     try:
         got = _measure(steps, seconds, False)
-        if tso.available():  # runs may use it: its own figure (emulation.tso.ceiling)
+        if tso.enabled():  # runs use it: its own figure (emulation.tso.ceiling)
             got["with_tso"] = _measure(TSO_STEPS_MBPS, seconds, True)
         return got
     finally:

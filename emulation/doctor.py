@@ -97,9 +97,8 @@ def tso_check() -> Check:
             blocking=False,
         )
     detail = {
-        "auto": "on for a run whose network offers more than the datapath of frames carries (PSNET_TSO=auto; 1: "
-        "every run, 0: none)",
-        "on": "on for every run (PSNET_TSO=1)",
+        "on": f"on: GSO packets of at most {tso.GSO_BURST_MS:g} ms of the slowest link cross the datapath whole "
+        "(PSNET_TSO=0 turns it off)",
         "off": "available, off (PSNET_TSO=0)",
     }[m]
     return Check("ovs userspace TSO", True, detail, blocking=False)

@@ -202,10 +202,10 @@ class Testbed:
     # --- pieces of start ---------------------------------------------------------------------
     def _use_tso(self) -> bool:
         """Userspace TSO when this machine's ovs-vswitchd took it and the run asked for it, or
-        (asked nothing) when PSNET_TSO and the network's demand choose it (emulation.tso.enabled)."""
+        (asked nothing) unless PSNET_TSO=0 (emulation.tso.enabled)."""
         if self._want_tso is not None:
             return self._want_tso and tso.daemon_has_tso()
-        return tso.enabled(tso.demand_mbps(self.model), self.model.spec.mtu)
+        return tso.enabled()
 
     def _make_mininet(self) -> Mininet:
         """The unbuilt Mininet of the model, its switches dialling the controller on loopback."""
@@ -282,6 +282,8 @@ class Testbed:
                     offload_cmd(intf, self.tso),
                     mtu_cmd(intf, self.model.spec.mtu),
                 ]
+                if self.tso:  # a GSO packet at most a few ms of the slowest link (emulation.tso)
+                    cmds.append(tso.gso_cmd(intf, tso.gso_cap(self.model), self.model.spec.mtu))
             if RX_NAPI:
                 cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])
             run_all(node, cmds)

@@ -21,16 +21,20 @@ What it changes, and where the testbed allows for it:
 - An interface's byte counter counts a GSO packet's headers once, not once per frame: `wire_bytes`
   puts the frames' headers back for the fidelity monitor's link utilisation.
 
-Chosen per run (`PSNET_TSO`, default `auto`): a run whose network could offer the datapath more
-than this machine's datapath of frames carries faithfully (`demand_mbps` against its measured
-ceiling) gets TSO; a run that fits gets frames. Why not TSO always: at low rates frames are the
-more faithful of the two (single flows at 10-25 Mbit/s: 100.0% of their rate, with TSO 99.3-99.8%,
-scripts/bench_network.sh), and the first clean-clone CI with TSO on for every run failed two
-emulation tests at 10-20 Mbit/s per link that pass with frames (HRS on BCube(3,1): GST with both
-NICs at once 0.85 of one NIC's where alone 0.58-0.68; PLink's probed groups AMI 0.71 for >= 0.85).
-Measured here at 10 Mbit/s, HRS with both NICs takes 4.59 s with TSO and 4.40 s with frames
-idle, 5.25 s with TSO beside a busy core: a 64 kB GSO packet is 52 ms of a 10 Mbit/s link, so
-flows take turns in coarse bursts. `PSNET_TSO=1` puts every run on TSO, `0` none.
+- A GSO packet leaves its sender as one burst: 64 kB is 52 ms of a 10 Mbit/s link, so flows
+  into one receiver took turns in coarse bursts. Each host interface's GSO size is therefore
+  capped at `GSO_BURST_MS` of the network's slowest link (`gso_cap`, `gso_cmd`: Linux's
+  gso_max_size and gso_max_segs; at least 2 frames, at most 64 kB). Measured with
+  bench_schemes' expected figure on leafspine-2rack (8 hosts, 5 iterations, GST over the busiest
+  cable's bound; 2026-11-30): at 50 / 25 / 10 Mbit/s host links, mesh 1.41 / 1.27 / 1.32 with
+  frames, 1.19 / 1.40 / 1.57 with uncapped TSO, 1.17 / 1.12 / 1.11 capped at 2 ms; RAT 1.51 /
+  1.27 / 1.40, 1.19 / 1.45 / 1.44, 1.17 / 1.16 / 1.11; ring 1.10 / 1.08 / 1.07, 1.06 / 1.06 /
+  1.03, 1.07 / 1.09 / 1.09. (1 and 5 ms gave the same within their spread.)
+
+Every run uses it where the daemon has it (`PSNET_TSO=0` turns it off, for a comparison); the
+first clean-clone CI with uncapped TSO for every run failed two emulation tests at 10-20 Mbit/s
+links that pass with the cap (HRS on BCube(3,1): GST with both NICs 0.59 of one NIC's, the test
+asks < 0.85, uncapped 0.85; PLink's probed groups AMI 1.00, uncapped 0.71).
 A daemon started without the setting runs without it whatever PSNET_TSO says: scripts/setup.sh
 sets it and restarts ovs-vswitchd when no emulation runs. Runs over several servers
 (emulation.cluster_net) keep it off: a server's daemon is its own.
@@ -43,11 +47,9 @@ import os
 import sys
 from pathlib import Path
 
-import networkx as nx
-
 from emulation.shaping import ETH_HEADER, TCP_IP_HEADERS
 from topologies.model import Network
-from topologies.spec import CEILING_HOPS, DEFAULT_MTU, InputError, datapath_ceiling, measured_ceiling
+from topologies.spec import DEFAULT_MTU, InputError, datapath_ceiling, measured_ceiling
 
 OVS_LOG = Path("/var/log/openvswitch/ovs-vswitchd.log")
 #: the line ovs-vswitchd logs once at start, first thing (vlog's sequence number 1)
@@ -82,53 +84,47 @@ def daemon_has_tso(log: Path = OVS_LOG) -> bool:
 
 
 #: PSNET_TSO's spellings, and what each means
-MODES = {"auto": "auto", "1": "on", "on": "on", "0": "off", "off": "off"}
+MODES = {"1": "on", "on": "on", "0": "off", "off": "off"}
+#: a GSO packet is at most this long on the network's slowest link (`gso_cap`)
+GSO_BURST_MS = 2.0
+#: the largest GSO packet Linux makes (gso_max_size's default)
+GSO_MAX_BYTES = 65536
 
 
 def mode() -> str:
-    """PSNET_TSO as "auto" (the default: TSO for runs the datapath of frames cannot carry), "on"
-    (every run) or "off" (none)."""
-    raw = os.environ.get("PSNET_TSO", "auto").strip().lower() or "auto"
+    """PSNET_TSO as "on" (the default: every run, where the daemon has it) or "off"."""
+    raw = os.environ.get("PSNET_TSO", "1").strip().lower() or "1"
     if raw not in MODES:
-        raise InputError(f"PSNET_TSO={raw}: not a datapath choice; use auto (the default), 1 (always TSO) or 0 (never)")
+        raise InputError(f"PSNET_TSO={raw}: not a datapath choice; use 1 (userspace TSO, the default) or 0 (frames)")
     return MODES[raw]
 
 
-def available(log: Path = OVS_LOG) -> bool:
-    """Whether runs here may use userspace TSO: PSNET_TSO is not 0 and the daemon took it."""
-    return mode() != "off" and daemon_has_tso(log)
+def enabled(log: Path = OVS_LOG) -> bool:
+    """Whether runs here use userspace TSO: PSNET_TSO is not 0 and the daemon took it."""
+    return mode() == "on" and daemon_has_tso(log)
 
 
-def demand_mbps(net: Network) -> float:
-    """The most a network can offer the datapath, in the ceiling's terms (Mbit/s x switch hops /
-    CEILING_HOPS): every host sending on all its NICs at once, over the longest switch path
-    between two hosts. An upper bound that needs no job, so the testbed can choose its datapath at
-    bring-up (workloads.budget.offered_load_mbps is the job-aware estimate, for refusals)."""
-    hosts = [n.name for n in net.nodes.values() if n.is_host]
-    injected = sum(ln.mbps for h in hosts for ln in net.links_of(h))
-    g = nx.Graph(net.graph())
-    longest = 0
-    for h in hosts:
-        dist = nx.single_source_shortest_path_length(g, h)
-        longest = max([longest] + [dist[o] - 1 for o in hosts if o != h and o in dist])
-    return injected * max(longest, 1) / CEILING_HOPS
+def gso_cap(net: Network) -> int:
+    """Bytes of the largest GSO packet a host of `net` may send: `GSO_BURST_MS` of its slowest
+    link, at least two frames' payload and at most 64 kB."""
+    slowest = min((ln.mbps for ln in net.links), default=0.0)
+    mss = net.spec.mtu - TCP_IP_HEADERS
+    return int(max(2 * mss + FRAME_HEADERS, min(GSO_MAX_BYTES, slowest * 1e6 / 8 * GSO_BURST_MS / 1e3)))
 
 
-def enabled(demand: float, mtu: int = DEFAULT_MTU, log: Path = OVS_LOG) -> bool:
-    """Whether a run whose network offers `demand` Mbit/s (`demand_mbps`) uses userspace TSO:
-    PSNET_TSO=1 and the daemon has it; or, under `auto`, the daemon has it and `demand` is more
-    than this machine's datapath of frames carries faithfully."""
-    m = mode()
-    if m == "off" or not daemon_has_tso(log):
-        return False
-    return m == "on" or demand > datapath_ceiling(mtu)[0]
+def gso_cmd(intf: str, cap: int, mtu: int) -> list[str]:
+    """The command, run where `intf` lives, that caps its GSO packets at `cap` bytes: the size a
+    local TCP sender builds (gso_max_size) and the segments a forwarded GRO packet may keep
+    (gso_max_segs; a relaying host's larger ones are cut in software)."""
+    segs = max(2, cap // (mtu - TCP_IP_HEADERS))
+    return ["ip", "link", "set", "dev", intf, "gso_max_size", str(cap), "gso_max_segs", str(segs)]
 
 
 def ceiling(mtu: int = DEFAULT_MTU, log: Path = OVS_LOG) -> tuple[float, str]:
     """(Mbit/s, where it came from): the faithful aggregate runs get on this machine, the one the
     budget and a sweep's scale plan with. The datapath with TSO's figure when runs may use it and
     it was measured, else the frames' one (topologies.spec.datapath_ceiling)."""
-    return datapath_ceiling(mtu, tso=available(log) and measured_ceiling(tso=True) is not None)
+    return datapath_ceiling(mtu, tso=enabled(log) and measured_ceiling(tso=True) is not None)
 
 
 def wire_bytes(nbytes: int, packets: int, mtu: int) -> int:

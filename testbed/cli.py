@@ -80,7 +80,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         mark = "ok  " if c.ok else ("FAIL" if c.blocking else "note")
         bad += (not c.ok) and c.blocking
         print(f"{mark}  {c.name:24s} {c.detail}")
-    with_tso = not bad and tso.available()
+    with_tso = not bad and tso.enabled()
     unmeasured = measured_ceiling() is None or (with_tso and measured_ceiling(tso=True) is None)
     if not bad and (args.measure or (unmeasured and not args.no_measure)):
         from emulation.bringup import TestbedError

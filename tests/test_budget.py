@@ -213,7 +213,7 @@ def test_the_datapaths_with_and_without_tso_keep_their_own_ceilings(tmp_path, mo
     record_ceiling(1800.0, {"measured": "2026-11-30", "tso": True})
     assert datapath_ceiling(1500)[0] == 1000.0 and datapath_ceiling(1500, tso=True)[0] == 1800.0
     assert "userspace TSO" in datapath_ceiling(1500, tso=True)[1]
-    monkeypatch.delenv("PSNET_TSO", raising=False)  # auto
+    monkeypatch.delenv("PSNET_TSO", raising=False)  # on, where the daemon has it
     assert tso.ceiling(1500, with_tso)[0] == 1800.0 and tso.ceiling(1500, without)[0] == 1000.0
     monkeypatch.setenv("PSNET_TSO", "0")
     assert tso.ceiling(1500, with_tso)[0] == 1000.0

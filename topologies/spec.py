@@ -38,9 +38,6 @@ EMULATOR_CEILING_MBPS = 1000.0
 #: a faster machine (a fresh 2-core VM held 95% only to 600 Mbit/s): `testbed doctor` measures
 #: this machine's and caches it (`datapath_ceiling`); these are the fallback when it has not.
 FIDELITY_BUDGETS_MBPS = {1500: 900.0, 9000: 1200.0}
-#: emulated switch hops the ceiling is measured over (emulation.ceiling: ToR, ECS, ToR); a load is
-#: counted as Mbit/s x switch hops / this
-CEILING_HOPS = 3
 DEFAULT_MTU = 1500
 
 

@@ -37,7 +37,6 @@ from topologies import kinds
 from topologies.build import build_network
 from topologies.model import Network
 from topologies.schema import InputError, TopologySpec
-from topologies.spec import CEILING_HOPS
 from workloads.experiment import ExperimentSpec, JobSpec
 
 LOG = logging.getLogger(__name__)
@@ -62,8 +61,8 @@ ENGINE_PER_CORE = 256
 #: offered load may exceed the datapath's faithful ceiling by this factor before a run is refused:
 #: up to it the run is only judged (the fidelity verdict says whether the emulator kept up)
 RATE_SLACK = 1.5
-#: emulated switch hops that the ceiling was measured over
-BUDGET_HOPS = CEILING_HOPS
+#: emulated switch hops that the ceiling was measured over (topologies.spec.FIDELITY_BUDGETS_MBPS)
+BUDGET_HOPS = 3
 #: how an override is spelled in refusals
 OVERRIDE = "--no-budget or budget: off to override"
 OVERRIDE_TOPO = "--no-budget to override"
