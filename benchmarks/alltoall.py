@@ -44,8 +44,10 @@ LOG = logging.getLogger(__name__)
 RATES = (3.125, 6.25, 12.5, 25.0)  # emulated Mbit/s per cable (full run)
 QUICK_RATES = (3.125, 12.5)
 ROUNDS = 4
-#: the full run's networks: two server-centric ones (servers relay: Torus, BCube) and a switched one
-TOPOLOGIES = ("torus-3x3.yaml", "bcube-4-1.yaml", "leafspine-rat.yaml")
+#: the full run's networks: two server-centric ones (servers relay: Torus, BCube) and two switched
+#: ones, the scheme benchmark's leaf-spines (2:1, where the spine is the bound; 1:1, where the
+#: hosts' cables are, each shared by 7 flows: what plain TCP loses there is what mesh and RAT lose)
+TOPOLOGIES = ("torus-3x3.yaml", "bcube-4-1.yaml", "leafspine-rat.yaml", "leafspine-2rack.yaml")
 
 
 @dataclass
