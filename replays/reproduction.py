@@ -329,6 +329,20 @@ def counts(sections: list[Section]) -> dict[str, int]:
     return out
 
 
+def to_redo(sections: list[Section]) -> list[Entry]:
+    """The shipped results a re-run would bring up to date, in the page's order: stale, of unknown
+    provenance, unreadable, only a `--quick` run, or never run (`testbed replay stale` runs the
+    figures among them and names the rest's commands)."""
+    return [
+        e
+        for s in sections
+        for e in s.entries
+        if e.shipped
+        and e.state != NO_REPLAY
+        and (e.stale or e.unknown or e.state in (NOT_RUN, UNREADABLE) or bool(e.summary and e.summary.quick))
+    ]
+
+
 @dataclass
 class Row:
     """A line of the headline table: one paper number of one figure, ours beside it."""

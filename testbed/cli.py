@@ -493,11 +493,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from replays import figure, framework
 
     group = figure.group_names(args.figure)
+    if args.figure == STALE_GROUP:
+        group = _stale_figures(Path(args.results))
+        if not group:
+            print("every shipped figure's committed result is current: nothing to replay")
+            return 0
     names = group if group is not None else [args.figure]
     models = figure.figure_names("model")
     opts = framework.ReplayOptions(
         quick=args.quick,
-        fresh=args.fresh,
+        fresh=args.fresh or args.figure == STALE_GROUP,  # points kept from the stale run would stay stale
         repeat=args.repeat,
         repeat_as=args.repeat_as,
         report_only=args.report_only,
@@ -523,6 +528,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
         print(overview(Path(args.results), [n for n in names if n not in models]))
     return strict_code(args, shortfalls)
+
+
+#: `testbed replay stale`: every figure whose committed result a re-run would bring up to date
+STALE_GROUP = "stale"
+
+
+def _stale_figures(results: Path) -> list[str]:
+    """The figures `testbed report` marks stale (or of unknown provenance, unreadable, quick only,
+    never run), in the page's order; the matrix's and benchmarks' commands among them are printed,
+    not run (they are not figures: `testbed matrix`, scripts/bench_*.sh)."""
+    from replays import figure, reproduction
+
+    redo = reproduction.to_redo(reproduction.collect(results, REPO_DIR))
+    figures = set(figure.figure_names("all"))
+    names = [e.name for e in redo if e.name in figures]
+    others = [e for e in redo if e.name not in figures]
+    if names:
+        print(f"to replay ({len(names)}): {', '.join(names)}")
+    for e in others:
+        print(f"also out of date, not a figure: {e.name}: {e.command}")
+    return names
 
 
 def _over_cluster(args: argparse.Namespace) -> contextlib.AbstractContextManager:
@@ -884,7 +910,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument(
         "figure",
         help="a figure file's name (workloads/figures/NAME.yaml), or a group: psnet (the PSNet paper's Figs. 1, "
-        "6-7, 9-13), rat, hips, all",
+        "6-7, 9-13), rat, hips, plink, pf, all, or stale (every figure whose committed result `testbed report` "
+        "marks stale, or that has none)",
     )
     rp.add_argument("--quick", action="store_true", help="the figure's two-point reduced sweep (~1-2 min)")
     rp.add_argument("--repeat", type=int, default=None, help="runs per point (default: the figure file's)")

@@ -277,3 +277,25 @@ def test_a_result_written_before_summaries_existed_is_named(tmp_path):
         reproduction.collect(results, REPO), tmp_path / "docs" / "r.md", results / "index.html"
     )
     assert "- not run yet: results/fig9/report.md exists but no figure-level summary" in md
+
+
+def test_what_a_rerun_would_bring_up_to_date(site):
+    """`testbed replay stale`'s list: stale, unknown provenance, unreadable, quick only, never run;
+    not a current result, nor one whose file is no longer shipped."""
+    redo = {e.name: e for e in reproduction.to_redo(site["sections"])}
+    assert {"fig13", "hips-table1", "fig1", "fig6", "fig9", "matrix", "bct"} <= set(redo)
+    assert not {"rat-fig6", "schemes", "old-figure"} & set(redo)
+    shipped = {x.name for x in catalogue.catalogue(site["repo"])}
+    assert set(redo) == shipped - {"rat-fig6", "schemes"}
+
+
+def test_replay_stale_picks_the_figures_and_names_the_other_commands(tmp_path, capsys):
+    from testbed.cli import _stale_figures
+
+    results = build_results(tmp_path)  # judged against this repository: commit 0000... is unknown
+    names = _stale_figures(results)
+    out = capsys.readouterr().out
+    assert "fig13" in names and "fig1" in names and "matrix" not in names and "bct" not in names
+    assert "also out of date, not a figure: matrix: testbed matrix" in out
+    assert "also out of date, not a figure: bct: scripts/bench_bct.sh" in out
+    assert out.startswith(f"to replay ({len(names)}): ")
