@@ -172,10 +172,11 @@ def summary_line(sections: list[Section]) -> str:
     verdicts = ", ".join(f"{c[v]} {v}" for v in VERDICT_ORDER if c[v])
     wall, n = replay_wall_s(sections)
     walls = f" The {n} full replays committed took {minutes(wall)} in all (their wall times added)." if n else ""
+    redo = " `testbed replay stale` re-runs the figures among the stale ones." if c["stale"] or c["unknown"] else ""
     return (
         f"{c['measured']} of {c['entries']} figures, matrices and benchmarks have a committed result "
         f"({c['stale']} stale, {c['unknown']} of unknown provenance, {c['quick']} quick); "
-        f"{c['cards']} paper headlines: {verdicts or 'none'}.{walls}"
+        f"{c['cards']} paper headlines: {verdicts or 'none'}.{walls}{redo}"
     )
 
 
