@@ -20,6 +20,14 @@ cable's bytes over its rate on the controller's routes: schemes.count), the medi
 length, the engine's mesh over its bound, TCP retransmissions, and the fidelity verdict of each
 part. Nothing is asserted here: the ratios are printed.
 
+Retransmissions are split into what TCP's timers sent (TcpExt TCPTimeouts) and what reached the
+receiver twice (TCPDSACKRecv: the sender learnt the first copy had arrived, so it was not lost).
+Many of both with no queue drops are spurious timeouts: rates scaled down stretch a full FIFO's
+delay by the scale (1.5 MB drains in 3 s at 4 Mbit/s, in 12 ms at 1 Gbit/s) while the kernel's
+200-ms RTO floor stays. `--rto-min-ms` sets every host's floor (net.ipv4.tcp_rto_min_us, per
+network namespace, Linux 6.11+) to see how much of the time those timeouts cost; relay ceilings are
+then not kept (they hold for the testbed's TCP as it runs).
+
 The in-host part is benchmarks/alltoall_host.py: plain blocking sockets and threads, the least a
 sender can be; no tool here sends a timed all-to-all from inside network namespaces (iperf3 is one
 pair per server, and its control connection costs a second).
@@ -48,6 +56,9 @@ ROUNDS = 4
 #: ones, the scheme benchmark's leaf-spines (2:1, where the spine is the bound; 1:1, where the
 #: hosts' cables are, each shared by 7 flows: what plain TCP loses there is what mesh and RAT lose)
 TOPOLOGIES = ("torus-3x3.yaml", "bcube-4-1.yaml", "leafspine-rat.yaml", "leafspine-2rack.yaml")
+#: and the scheme benchmark's 64 hosts at its rate (63 flows each way on every host cable), once with
+#: the kernel's RTO floor and once with the floor at a full FIFO's drain time (no spurious timeouts)
+LARGEST = ("leafspine-64", 4.0)
 
 
 @dataclass
@@ -71,12 +82,15 @@ class Row:
     raw_flows: int  # flows that delivered all their bytes (of flows x rounds)
     raw_by_links: dict[str, float]  # median flow end per route length (cables)
     raw_retrans: int
+    raw_timeouts: int  # TCP timer expiries (TcpExt TCPTimeouts)
+    raw_dsacks: int  # duplicates the receivers reported (TCPDSACKRecv): retransmitted, not lost
     raw_faithful: bool
     raw_fidelity: str
     engine_gst_s: list[float] = field(default_factory=list)
     mesh_bound_s: float = 0.0
     engine_faithful: bool | None = None
     engine_fidelity: str = ""
+    rto_min_ms: float | None = None  # every host's RTO floor; None: the kernel's (200 ms)
 
     @property
     def raw_over_bound(self) -> float:
@@ -97,6 +111,19 @@ def reduce_phase(sched):
             if s.op == Op.REDUCE:
                 out.transfer(s.peer, host, s.chunk, Op.REDUCE)
     return out
+
+
+def topology_spec(name: str):
+    """A file in topologies/, or `leafspine-64`: the scheme benchmark's largest run
+    (benchmarks.schemes.LARGEST: 2 spines x 4 leaves x 16 hosts, no oversubscription)."""
+    from topologies.schema import load_spec, parse_spec
+
+    if name == LARGEST[0]:
+        from benchmarks.schemes import LARGEST as SIZE
+
+        base = load_spec(TOP / "topologies" / "leafspine-rat.yaml").model_dump()
+        return parse_spec({**base, **SIZE, "name": name}, "benchmarks.schemes.LARGEST")
+    return load_spec(TOP / "topologies" / name)
 
 
 def route_links(net, src: str, dst: str) -> int:
@@ -150,6 +177,42 @@ def raw_alltoall(
     return flows
 
 
+RTO_MIN_SYSCTL = "net.ipv4.tcp_rto_min_us"
+TCP_EXT = ("TCPTimeouts", "TCPDSACKRecv")
+
+
+def drain_ms(mbps: float, mtu: int = 1500) -> float:
+    """How long a full FIFO of the testbed's (emulation.shaping) takes to drain at `mbps`: the longest
+    a segment can wait in one queue, so an RTO floor at least this long never fires on a segment
+    that is only queued."""
+    from emulation.shaping import ETH_HEADER, queue_pkts_for
+
+    return queue_pkts_for(mtu) * (mtu + ETH_HEADER) * 8 / (mbps * 1e3)
+
+
+def set_rto_min(tb, hosts: list[str], ms: float) -> None:
+    """Every host's TCP RTO floor, read back: a kernel without the per-namespace sysctl is one line."""
+    if not Path("/proc/sys/" + RTO_MIN_SYSCTL.replace(".", "/")).exists():
+        raise SystemExit(f"bench_alltoall: --rto-min-ms needs {RTO_MIN_SYSCTL} (Linux 6.11+); this kernel has none")
+    want = int(ms * 1000)
+    for h in hosts:
+        got = tb.host(h).cmd(f"sysctl -qw {RTO_MIN_SYSCTL}={want} && sysctl -n {RTO_MIN_SYSCTL}").strip()
+        if got != str(want):
+            raise RuntimeError(f"{h}: {RTO_MIN_SYSCTL} reads {got!r} after setting it to {want}")
+
+
+def tcp_ext(tb, hosts: list[str]) -> dict[str, int]:
+    """TCP_EXT's counters summed over `hosts` (each namespace's /proc/net/netstat)."""
+    total = dict.fromkeys(TCP_EXT, 0)
+    for h in hosts:
+        lines = [ln.split() for ln in tb.host(h).cmd("cat /proc/net/netstat").splitlines() if ln.startswith("TcpExt:")]
+        if len(lines) == 2:
+            row = dict(zip(lines[0], lines[1], strict=True))
+            for k in TCP_EXT:
+                total[k] += int(row.get(k, 0))
+    return total
+
+
 def engine_mesh(tb, net, hosts: list[str], scale: float, iterations: int, run_dir: Path) -> list[float]:
     """The engine's mesh with a barrier: per measured iteration its GST from the common start (the
     earliest host's sync start to the last host's end)."""
@@ -164,17 +227,19 @@ def engine_mesh(tb, net, hosts: list[str], scale: float, iterations: int, run_di
     return [i["sync_s"] for i in run.iterations()]
 
 
-def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Path) -> Row:
+def measure_rate(
+    topology: str, mbps: float, rounds: int, gap_s: float, tmp: Path, rto_min_ms: float | None = None
+) -> Row:
     from emulation import measure
     from emulation.fidelity import Monitor
     from emulation.net import Testbed
     from schemes import compile_scheme
     from schemes.count import expected_sync_s
     from topologies.build import build_network
-    from topologies.schema import load_spec, parse_spec
+    from topologies.schema import parse_spec
     from workloads.experiment import PAPER_MODEL_BYTES
 
-    base = load_spec(TOP / "topologies" / topology)
+    base = topology_spec(topology)
     spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / mbps}, topology)
     net = build_network(spec)
     hosts = [h.name for h in net.hosts()]
@@ -185,13 +250,15 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
     bound = expected_sync_s(net, a2a)
     gap_s = max(gap_s, 2.5 * bound + 0.5)  # a round ends before the next starts (the bound: >= 1 x of it)
     with Testbed(net) as tb:
+        if rto_min_ms is not None:
+            set_rto_min(tb, hosts, rto_min_ms)
         monitor = Monitor(net).start()
-        r0 = measure.tcp_retrans(tb, hosts)
+        r0, x0 = measure.tcp_retrans(tb, hosts), tcp_ext(tb, hosts)
         try:
             flows = raw_alltoall(tb, net, transfers, rounds, gap_s, tmp / f"raw-{mbps:g}")
         finally:
             verdict = monitor.stop()
-        retrans = measure.tcp_retrans(tb, hosts) - r0
+        retrans, x1 = measure.tcp_retrans(tb, hosts) - r0, tcp_ext(tb, hosts)
         monitor = Monitor(net).start()
         try:
             gst = engine_mesh(tb, net, hosts, spec.scale, rounds, tmp / f"engine-{mbps:g}")
@@ -202,8 +269,9 @@ def measure_rate(topology: str, mbps: float, rounds: int, gap_s: float, tmp: Pat
         str(n): statistics.median(f.end_s for f in flows if f.links == n) for n in sorted({f.links for f in flows})
     }
     row = Row(topology, mbps, len(hosts), max(transfers.values()), bound, ends, len(flows),
-              by_links, retrans, verdict.faithful, verdict.reason, gst, expected_sync_s(net, mesh),
-              e_verdict.faithful, e_verdict.reason)  # fmt: skip
+              by_links, retrans, x1["TCPTimeouts"] - x0["TCPTimeouts"], x1["TCPDSACKRecv"] - x0["TCPDSACKRecv"],
+              verdict.faithful, verdict.reason, gst, expected_sync_s(net, mesh), e_verdict.faithful,
+              e_verdict.reason, rto_min_ms)  # fmt: skip
     LOG.info(
         "%s at %g Mbit/s: raw all-to-all %.2fx its bound (%.3f s), the engine's mesh %sx its own",
         topology, mbps, row.raw_over_bound, row.bound_s, fmt(row.engine_over_mesh_bound),
@@ -220,7 +288,8 @@ def table(rows: list[Row]) -> str:
         "bound (s)",
         "raw TCP: end / bound (median of rounds)",
         "raw: median flow end by route length (cables: s)",
-        "raw: TCP retransmits",
+        "raw: TCP retransmits (timeouts, duplicates received)",
+        "RTO floor (ms)",
         "raw: verdict",
         "engine: mesh GST / its bound",
         "engine: verdict",
@@ -234,7 +303,8 @@ def table(rows: list[Row]) -> str:
             fmt(r.bound_s, ".3f"),
             f"{r.raw_over_bound:.2f} ({', '.join(f'{e:.3f}' for e in r.raw_end_s)} s)",
             ", ".join(f"{k}: {v:.3f}" for k, v in r.raw_by_links.items()),
-            str(r.raw_retrans),
+            f"{r.raw_retrans} ({r.raw_timeouts}, {r.raw_dsacks})",
+            fmt(r.rto_min_ms, "g") if r.rto_min_ms is not None else "200 (kernel)",
             "faithful" if r.raw_faithful else f"not faithful: {r.raw_fidelity}",
             fmt(r.engine_over_mesh_bound),
             "faithful" if r.engine_faithful else f"not faithful: {r.engine_fidelity}",
@@ -248,11 +318,10 @@ def record_ceilings(rows: list[Row], when: str) -> dict[str, dict]:
     """Keep each kind's raw all-to-all ratios in this machine's relay-ceiling cache (the fidelity
     verdict judges relaying runs by them: emulation.relaying) and return each kind's ceiling."""
     from emulation import relaying
-    from topologies.schema import load_spec
 
     out = {}
     for topology in dict.fromkeys(r.topology for r in rows):
-        kind = load_spec(TOP / "topologies" / topology).kind
+        kind = topology_spec(topology).kind
         c = relaying.record(kind, topology, {r.mbps: r.raw_over_bound for r in rows if r.topology == topology}, when)
         out[kind] = asdict(c)
     return out
@@ -281,10 +350,15 @@ def ceiling_text(ceilings: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("bench_alltoall", __doc__, f"{' and '.join(map(str, QUICK_RATES))} Mbit/s, 2 rounds (~1 min)")
     p.add_argument(
-        "--topology", nargs="+", help=f"files in topologies/ (default {' '.join(TOPOLOGIES)}; quick: the first)"
+        "--topology",
+        nargs="+",
+        help=f"files in topologies/ or {LARGEST[0]} (default {' '.join(TOPOLOGIES)}; quick: the first)",
     )
     p.add_argument("--rates", type=float, nargs="+", help=f"Mbit/s per cable (default {' '.join(map(str, RATES))})")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"all-to-alls per rate, and engine iterations ({ROUNDS})")
+    p.add_argument(
+        "--rto-min-ms", type=float, help="every host's TCP RTO floor in ms (default: the kernel's 200; see above)"
+    )
     p.add_argument(
         "--gap", type=float, default=2.0, help="seconds between raw rounds (default 2; at least 2.5 x the bound + 0.5)"
     )
@@ -296,16 +370,26 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 2 if args.quick else args.rounds
     topologies = args.topology or (TOPOLOGIES[:1] if args.quick else TOPOLOGIES)
     with tempfile.TemporaryDirectory(prefix="alltoall-") as tmp:
-        rows = [measure_rate(t, r, rounds, args.gap, Path(tmp)) for t in topologies for r in rates]
+        plan = [(t, r, args.rto_min_ms) for t in topologies for r in rates]
+        if not (args.quick or args.topology or args.rates) and args.rto_min_ms is None:
+            name, rate = LARGEST
+            plan += [(name, rate, None), (name, rate, round(drain_ms(rate)))]
+        rows = [measure_rate(t, r, rounds, args.gap, Path(tmp), rto) for t, r, rto in plan]
     m["wall_s"] = time.monotonic() - t0
-    ceilings = record_ceilings(rows, m["started"])
+    kept = [r for r in rows if r.rto_min_ms is None and (r.topology, r.mbps) != LARGEST]  # the testbed's own TCP
+    ceilings = record_ceilings(kept, m["started"])
     res = {"meta": m, "rows": [asdict(r) for r in rows], "ceilings": ceilings}
     text = (
         "Every host sends every other its 1/N of a ResNet-50 gradient scaled with the rate (the mesh's "
         "reduce phase) at one instant: in plain TCP (pre-connected sockets, a thread per peer, no engine) "
         "and in the scheme engine's mesh (a barrier before each sync; reduce and all-gather, against its own "
         "bound, twice the all-to-all's). Bound: the busiest cable's bytes over its rate on the "
-        "controller's routes, the same at every rate.\n\n" + table(rows) + "\n\n" + ceiling_text(ceilings)
+        "controller's routes, the same at every rate. The full run ends with the scheme benchmark's 64 hosts "
+        "(63 flows each way on every 4-Mbit/s host cable), with the kernel's RTO floor and with the floor at "
+        "a full FIFO's drain time: timeouts with duplicates received are spurious ones.\n\n"
+        + table(rows)
+        + "\n\n"
+        + ceiling_text(ceilings)
     )
     stem = "alltoall-quick" if args.quick else "alltoall"
     write_results(out_dir, stem, "An all-to-all in plain TCP and in the engine", res, text, args.quick,

@@ -3,9 +3,11 @@
 # against the busiest cable's bound, at several rates with the bound fixed (issue 29): which part of
 # the mesh's lost time is the emulated network's and which the engine's. Writes $out/alltoall.{json,md}.
 # Root, Mininet and Open vSwitch; run it on an otherwise idle machine:
-#   scripts/bench_alltoall.sh            (Torus-3x3, BCube(4,1), two leaf-spines; 3.125 ... 25 Mbit/s; ~10 min)
+#   scripts/bench_alltoall.sh            (Torus-3x3, BCube(4,1), two leaf-spines; 3.125 ... 25 Mbit/s; then
+#                                         the 64-host leaf-spine at 4 Mbit/s with two RTO floors; ~13 min)
 #   scripts/bench_alltoall.sh --quick    (Torus-3x3 at 3.125 and 12.5 Mbit/s, 2 rounds, ~1 min)
 #   scripts/bench_alltoall.sh --topology bcube-4-1.yaml --rates 2.5 5 10
+#   scripts/bench_alltoall.sh --topology leafspine-64 --rates 4 --rto-min-ms 1000   (hosts' RTO floor)
 # Extra arguments go to `python -m benchmarks.alltoall` (see --help).
 set -euo pipefail
 
