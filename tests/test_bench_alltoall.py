@@ -44,9 +44,12 @@ def test_one_rate_raw_and_engine_all_to_all(tmp_path: Path, no_leftovers, monkey
 def test_the_rto_floor_is_set_in_every_host_and_not_in_the_root_namespace(no_leftovers):
     """--rto-min-ms's setter: each emulated host's namespace reads the floor back; the machine's own
     TCP (the root namespace) keeps the kernel's."""
-    root = Path("/proc/sys/net/ipv4/tcp_rto_min_us").read_text().strip()
+    floor = Path("/proc/sys/net/ipv4/tcp_rto_min_us")
+    if not floor.exists():
+        pytest.skip("this kernel has no per-namespace RTO floor (net.ipv4.tcp_rto_min_us, Linux 6.11+)")
+    root = floor.read_text().strip()
     with Testbed(str(alltoall.TOP / "topologies" / "psnet-1tor.yaml")) as tb:
         hosts = [h.name for h in tb.model.hosts()]
         alltoall.set_rto_min(tb, hosts, 1500)
         assert {tb.host(h).cmd("sysctl -n net.ipv4.tcp_rto_min_us").strip() for h in hosts} == {"1500000"}
-    assert Path("/proc/sys/net/ipv4/tcp_rto_min_us").read_text().strip() == root
+    assert floor.read_text().strip() == root
