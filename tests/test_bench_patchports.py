@@ -1,8 +1,9 @@
 """The patch-port probe's fast path (scripts/bench_patchports.sh --quick) on real Mininet/OVS: the
 same six flows across leaf -> spine -> leaf with veth cables and with patch ports. What it found,
 asserted on what it measured: with the leaf-spine cables as patch ports every flow gets its rate
-at 600 Mbit/s aggregate, and more than through veth cables at every rate (veth: 66-75% at 600 in
-the day's full runs; patch ports 99% in three of four, 88.5% once, the first flows after bring-up)."""
+at 600 and 1,200 Mbit/s aggregate, more than through veth cables at both, and far more at 1,200
+(veth: 66-75% at 600 and ~40% at 1,200 on the datapath of frames, 2026-11-29; with userspace TSO
+92-95% at 600 and 44-48% at 1,200, patch ports 99.6-100%, 2026-11-30)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,13 @@ def test_quick_probe_patch_ports_carry_more_than_veth_cables(tmp_path: Path, no_
         assert len(r["goodput"]) == 6
     wire = patchports.wire_factor(patchports.DEFAULT_MTU)
     assert rows["patch", 600.0]["slowest"] / wire >= 0.9, rows["patch", 600.0]
+    assert rows["patch", 1200.0]["slowest"] / wire >= 0.9, rows["patch", 1200.0]
+    # where veth cables fall behind whatever the datapath: 1,200 Mbit/s (44-48% with userspace TSO, 40% on
+    # frames); at 600 they nearly keep up with TSO (92-95% in the CI of 2026-11-30; 66-75% on frames)
+    patch, veth = rows["patch", 1200.0], rows["veth", 1200.0]
+    assert patch["mean"] > veth["mean"] + 0.1, (patch, veth)
     for agg in (600.0, 1200.0):
-        assert rows["patch", agg]["mean"] > rows["veth", agg]["mean"] + 0.1, (rows["patch", agg], rows["veth", agg])
+        assert rows["patch", agg]["mean"] > rows["veth", agg]["mean"], (rows["patch", agg], rows["veth", agg])
         # OVS's own patch-port counters are reported, not asserted: they lag (0.70-1.00 of the hosts'
         # bytes two seconds after the traffic in the committed runs); veth rows have none
         assert rows["veth", agg]["patch_counted_share"] is None
