@@ -24,9 +24,10 @@ Retransmissions are split into what TCP's timers sent (TcpExt TCPTimeouts) and w
 receiver twice (TCPDSACKRecv: the sender learnt the first copy had arrived, so it was not lost).
 Many of both with no queue drops are spurious timeouts: rates scaled down stretch a full FIFO's
 delay by the scale (1.5 MB drains in 3 s at 4 Mbit/s, in 12 ms at 1 Gbit/s) while the kernel's
-200-ms RTO floor stays. `--rto-min-ms` sets every host's floor (net.ipv4.tcp_rto_min_us, per
-network namespace, Linux 6.11+) to see how much of the time those timeouts cost; relay ceilings are
-then not kept (they hold for the testbed's TCP as it runs).
+200-ms RTO floor stays. The testbed raises the hosts' floor to a full FIFO's drain time by default
+(emulation.rto: the topology's `rto_min_ms: auto`); `--rto-min-ms` sets it for every row (auto,
+kernel or ms) to see what those timeouts cost; relay ceilings are then not kept (they hold for the
+testbed's TCP as it runs, with the default floor).
 
 The in-host part is benchmarks/alltoall_host.py: plain blocking sockets and threads, the least a
 sender can be; no tool here sends a timed all-to-all from inside network namespaces (iperf3 is one
@@ -57,7 +58,7 @@ ROUNDS = 4
 #: hosts' cables are, each shared by 7 flows: what plain TCP loses there is what mesh and RAT lose)
 TOPOLOGIES = ("torus-3x3.yaml", "bcube-4-1.yaml", "leafspine-rat.yaml", "leafspine-2rack.yaml")
 #: and the scheme benchmark's 64 hosts at its rate (63 flows each way on every host cable), once with
-#: the kernel's RTO floor and once with the floor at a full FIFO's drain time (no spurious timeouts)
+#: the kernel's RTO floor and once with the testbed's default (a full FIFO's drain time: emulation.rto)
 LARGEST = ("leafspine-64", 4.0)
 
 
@@ -90,7 +91,8 @@ class Row:
     mesh_bound_s: float = 0.0
     engine_faithful: bool | None = None
     engine_fidelity: str = ""
-    rto_min_ms: float | None = None  # every host's RTO floor; None: the kernel's (200 ms)
+    rto_min_ms: float | None = None  # every host's RTO floor (emulation.rto.floor_ms); None: the kernel's
+    rto_setting: str | float = "auto"  # the topology's rto_min_ms the row ran with
 
     @property
     def raw_over_bound(self) -> float:
@@ -177,45 +179,6 @@ def raw_alltoall(
     return flows
 
 
-RTO_MIN_SYSCTL = "net.ipv4.tcp_rto_min_us"
-TCP_EXT = ("TCPTimeouts", "TCPDSACKRecv")
-
-
-def drain_ms(mbps: float, mtu: int = 1500) -> float:
-    """How long a full FIFO of the testbed's (emulation.shaping) takes to drain at `mbps`: the longest
-    a segment can wait in one queue, so an RTO floor at least this long never fires on a segment
-    that is only queued."""
-    from emulation.shaping import ETH_HEADER, queue_pkts_for
-
-    return queue_pkts_for(mtu) * (mtu + ETH_HEADER) * 8 / (mbps * 1e3)
-
-
-def has_rto_floor() -> bool:
-    """Whether this kernel lets each network namespace set its RTO floor (Linux 6.11+)."""
-    return Path("/proc/sys/" + RTO_MIN_SYSCTL.replace(".", "/")).exists()
-
-
-def set_rto_min(tb, hosts: list[str], ms: float) -> None:
-    """Every host's TCP RTO floor, read back (has_rto_floor() first)."""
-    want = int(ms * 1000)
-    for h in hosts:
-        got = tb.host(h).cmd(f"sysctl -qw {RTO_MIN_SYSCTL}={want} && sysctl -n {RTO_MIN_SYSCTL}").strip()
-        if got != str(want):
-            raise RuntimeError(f"{h}: {RTO_MIN_SYSCTL} reads {got!r} after setting it to {want}")
-
-
-def tcp_ext(tb, hosts: list[str]) -> dict[str, int]:
-    """TCP_EXT's counters summed over `hosts` (each namespace's /proc/net/netstat)."""
-    total = dict.fromkeys(TCP_EXT, 0)
-    for h in hosts:
-        lines = [ln.split() for ln in tb.host(h).cmd("cat /proc/net/netstat").splitlines() if ln.startswith("TcpExt:")]
-        if len(lines) == 2:
-            row = dict(zip(lines[0], lines[1], strict=True))
-            for k in TCP_EXT:
-                total[k] += int(row.get(k, 0))
-    return total
-
-
 def engine_mesh(tb, net, hosts: list[str], scale: float, iterations: int, run_dir: Path) -> list[float]:
     """The engine's mesh with a barrier: per measured iteration its GST from the common start (the
     earliest host's sync start to the last host's end)."""
@@ -231,9 +194,9 @@ def engine_mesh(tb, net, hosts: list[str], scale: float, iterations: int, run_di
 
 
 def measure_rate(
-    topology: str, mbps: float, rounds: int, gap_s: float, tmp: Path, rto_min_ms: float | None = None
+    topology: str, mbps: float, rounds: int, gap_s: float, tmp: Path, rto_min: str | float = "auto"
 ) -> Row:
-    from emulation import measure
+    from emulation import measure, rto
     from emulation.fidelity import Monitor
     from emulation.net import Testbed
     from schemes import compile_scheme
@@ -243,7 +206,7 @@ def measure_rate(
     from workloads.experiment import PAPER_MODEL_BYTES
 
     base = topology_spec(topology)
-    spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / mbps}, topology)
+    spec = parse_spec({**base.model_dump(), "scale": base.worker_mbps / mbps, "rto_min_ms": rto_min}, topology)
     net = build_network(spec)
     hosts = [h.name for h in net.hosts()]
     n_elems = int(PAPER_MODEL_BYTES["resnet50"] / spec.scale) // 4
@@ -253,15 +216,13 @@ def measure_rate(
     bound = expected_sync_s(net, a2a)
     gap_s = max(gap_s, 2.5 * bound + 0.5)  # a round ends before the next starts (the bound: >= 1 x of it)
     with Testbed(net) as tb:
-        if rto_min_ms is not None:
-            set_rto_min(tb, hosts, rto_min_ms)
         monitor = Monitor(net).start()
-        r0, x0 = measure.tcp_retrans(tb, hosts), tcp_ext(tb, hosts)
+        before = measure.tcp_totals(tb, hosts)
         try:
             flows = raw_alltoall(tb, net, transfers, rounds, gap_s, tmp / f"raw-{mbps:g}")
         finally:
             verdict = monitor.stop()
-        retrans, x1 = measure.tcp_retrans(tb, hosts) - r0, tcp_ext(tb, hosts)
+        retrans, _, timeouts, dsacks = (a - b for a, b in zip(measure.tcp_totals(tb, hosts), before, strict=True))
         monitor = Monitor(net).start()
         try:
             gst = engine_mesh(tb, net, hosts, spec.scale, rounds, tmp / f"engine-{mbps:g}")
@@ -272,9 +233,8 @@ def measure_rate(
         str(n): statistics.median(f.end_s for f in flows if f.links == n) for n in sorted({f.links for f in flows})
     }
     row = Row(topology, mbps, len(hosts), max(transfers.values()), bound, ends, len(flows),
-              by_links, retrans, x1["TCPTimeouts"] - x0["TCPTimeouts"], x1["TCPDSACKRecv"] - x0["TCPDSACKRecv"],
-              verdict.faithful, verdict.reason, gst, expected_sync_s(net, mesh), e_verdict.faithful,
-              e_verdict.reason, rto_min_ms)  # fmt: skip
+              by_links, retrans, timeouts, dsacks, verdict.faithful, verdict.reason, gst,
+              expected_sync_s(net, mesh), e_verdict.faithful, e_verdict.reason, rto.floor_ms(net), rto_min)  # fmt: skip
     LOG.info(
         "%s at %g Mbit/s: raw all-to-all %.2fx its bound (%.3f s), the engine's mesh %sx its own",
         topology, mbps, row.raw_over_bound, row.bound_s, fmt(row.engine_over_mesh_bound),
@@ -350,6 +310,25 @@ def ceiling_text(ceilings: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rto_setting(p, raw: str) -> str | float:
+    """--rto-min-ms as the topology field takes it (topologies.spec.check_rto_min), or p.error;
+    a number needs the per-namespace sysctl (emulation.rto)."""
+    from emulation.rto import RTO_MIN_SYSCTL, has_rto_floor
+    from topologies.spec import check_rto_min
+
+    try:
+        number: str | float = float(raw)
+    except ValueError:
+        number = raw
+    try:
+        value = check_rto_min(number)
+    except ValueError as e:
+        p.error(f"--rto-min-ms: {e}")
+    if value not in ("auto", "kernel") and not has_rto_floor():
+        p.error(f"--rto-min-ms needs {RTO_MIN_SYSCTL} (Linux 6.11+); this kernel has none: use auto or kernel")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = bench_parser("bench_alltoall", __doc__, f"{' and '.join(map(str, QUICK_RATES))} Mbit/s, 2 rounds (~1 min)")
     p.add_argument(
@@ -360,14 +339,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rates", type=float, nargs="+", help=f"Mbit/s per cable (default {' '.join(map(str, RATES))})")
     p.add_argument("--rounds", type=int, default=ROUNDS, help=f"all-to-alls per rate, and engine iterations ({ROUNDS})")
     p.add_argument(
-        "--rto-min-ms", type=float, help="every host's TCP RTO floor in ms (default: the kernel's 200; see above)"
+        "--rto-min-ms",
+        default="auto",
+        help="every host's TCP RTO floor: auto (the testbed's default), kernel (200 ms) or ms (see above)",
     )
     p.add_argument(
         "--gap", type=float, default=2.0, help="seconds between raw rounds (default 2; at least 2.5 x the bound + 0.5)"
     )
     args = p.parse_args(argv)
-    if args.rto_min_ms is not None and not has_rto_floor():
-        p.error(f"--rto-min-ms needs {RTO_MIN_SYSCTL} (Linux 6.11+); this kernel has none")
+    rto_min = rto_setting(p, args.rto_min_ms)
     out_dir = begin(args)
     m = meta(args)
     t0 = time.monotonic()
@@ -375,17 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     rounds = 2 if args.quick else args.rounds
     topologies = args.topology or (TOPOLOGIES[:1] if args.quick else TOPOLOGIES)
     with tempfile.TemporaryDirectory(prefix="alltoall-") as tmp:
-        plan = [(t, r, args.rto_min_ms) for t in topologies for r in rates]
-        if not (args.quick or args.topology or args.rates) and args.rto_min_ms is None:
+        plan = [(t, r, rto_min) for t in topologies for r in rates]
+        if not (args.quick or args.topology or args.rates) and rto_min == "auto":
             name, rate = LARGEST
-            plan.append((name, rate, None))
-            if has_rto_floor():
-                plan.append((name, rate, round(drain_ms(rate))))
-            else:
-                LOG.warning("no %s in this kernel: the 64-host row with a raised RTO floor is left out", RTO_MIN_SYSCTL)
-        rows = [measure_rate(t, r, rounds, args.gap, Path(tmp), rto) for t, r, rto in plan]
+            plan += [(name, rate, "kernel"), (name, rate, "auto")]
+        rows = [measure_rate(t, r, rounds, args.gap, Path(tmp), floor) for t, r, floor in plan]
     m["wall_s"] = time.monotonic() - t0
-    kept = [r for r in rows if r.rto_min_ms is None and (r.topology, r.mbps) != LARGEST]  # the testbed's own TCP
+    kept = [r for r in rows if r.rto_setting == "auto" and (r.topology, r.mbps) != LARGEST]  # the testbed's own TCP
     ceilings = record_ceilings(kept, m["started"])
     res = {"meta": m, "rows": [asdict(r) for r in rows], "ceilings": ceilings}
     text = (
@@ -394,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         "and in the scheme engine's mesh (a barrier before each sync; reduce and all-gather, against its own "
         "bound, twice the all-to-all's). Bound: the busiest cable's bytes over its rate on the "
         "controller's routes, the same at every rate. The full run ends with the scheme benchmark's 64 hosts "
-        "(63 flows each way on every 4-Mbit/s host cable), with the kernel's RTO floor and with the floor at "
-        "a full FIFO's drain time: timeouts with duplicates received are spurious ones.\n\n"
+        "(63 flows each way on every 4-Mbit/s host cable), with the kernel's RTO floor and with the testbed's "
+        "(a full FIFO's drain time): timeouts with duplicates received are spurious ones.\n\n"
         + table(rows)
         + "\n\n"
         + ceiling_text(ceilings)

@@ -43,7 +43,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
+from benchmarks.common import TOP, begin, bench_parser, depends_on, fmt, md_table, meta, write_results
+from replays import staleness
 from schemes import registry
 from topologies.files import write_text_atomic
 
@@ -680,7 +681,15 @@ def main(argv: list[str] | None = None) -> int:
         res["tf"] = tf_rows
     res["meta"]["factors_file"] = str(factors)
     res["meta"]["wall_s"] = time.monotonic() - t0
-    write_results(out_dir, "flowmodel", "Flow-model calibration", res, format_tables(res), args.quick)
+    write_results(
+        out_dir,
+        "flowmodel",
+        "Flow-model calibration",
+        res,
+        format_tables(res),
+        args.quick,
+        depends_on("flowmodel", staleness.TOPOLOGY_FILES),
+    )  # it runs every topology file
     return 0
 
 

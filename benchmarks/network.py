@@ -34,7 +34,18 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common import TOP, begin, bench_parser, fmt, lock_wait_s, md_table, median, meta, write_results
+from benchmarks.common import (
+    TOP,
+    begin,
+    bench_parser,
+    depends_on,
+    fmt,
+    lock_wait_s,
+    md_table,
+    median,
+    meta,
+    write_results,
+)
 from benchmarks.reconfig import (
     RECONFIG_OTHER_TOR,
     RECONFIG_PS,
@@ -50,6 +61,7 @@ from emulation.hostcmd import run_all
 from emulation.net import Testbed
 from emulation.sampler import Sample, Sampler
 from emulation.shaping import ETH_HEADER, offload_cmd
+from replays import staleness
 from topologies.build import load_network
 from topologies.model import Network
 from topologies.schema import fidelity_budget_mbps
@@ -565,7 +577,15 @@ def main(argv: list[str] | None = None) -> int:
                 res["shaping"] += shaping_figure(rates + more, [1, 6], iperf_s, SHAPING_MTUS[0], cabling, tso)
                 res["shaping"] += shaping_figure(jumbo_rates, [6], iperf_s, SHAPING_MTUS[1], cabling, tso)
     res["meta"]["wall_s"] = time.monotonic() - t0
-    write_results(out_dir, "network", "Network benchmark", res, format_tables(res), args.quick)
+    write_results(
+        out_dir,
+        "network",
+        "Network benchmark",
+        res,
+        format_tables(res),
+        args.quick,
+        depends_on("network", staleness.TOPOLOGY_FILES),
+    )  # it runs every topology file
     return 0
 
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from emulation import datapath
 from emulation.cluster import Cluster
-from emulation.fidelity import Monitor, Verdict, snmp_segments
+from emulation.fidelity import Monitor, Verdict, tcp_counts
 from emulation.phases import Window
 from emulation.placement import Placement
 from emulation.relaying import RelayLoad
@@ -106,8 +106,8 @@ class ClusterMonitor(Monitor):
         line = f"cd {shlex.quote(str(REPO))} && {shlex.join([sys.executable, '-c', code, *args])}"
         return self.tb.cluster.run(server, line).stdout
 
-    def _snmp(self, host: str) -> tuple[int, int]:
-        return snmp_segments(self.tb.host(host).cmd("cat /proc/net/snmp"))
+    def _snmp(self, host: str) -> tuple[int, ...]:
+        return tcp_counts(self.tb.host(host).cmd("cat /proc/net/snmp /proc/net/netstat"))
 
     @property
     def samples(self) -> list[Sample]:
@@ -136,10 +136,10 @@ class ClusterMonitor(Monitor):
         self.drops = merge_drops(each)
         known = [b for b in buffers if b is not None]
         self.send_buffer = min(known) if known else None
-        for h, (r0, o0) in self._tcp0.items():
-            r, o = self._snmp(h)
-            if o > o0:
-                self.retrans[h] = [r - r0, o - o0]
+        for h, then in self._tcp0.items():
+            now = self._snmp(h)
+            if now[1] > then[1]:
+                self.retrans[h] = [a - b for a, b in zip(now, then, strict=True)]
 
     def stop(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
         self.remote.stop()

@@ -15,7 +15,10 @@ Packets lost inside ovs-vswitchd are counted too, exactly (emulation/datapath.py
 its one AF_PACKET socket's buffer is full of switch-side queues (no OVS, tc or interface counter
 shows them; its log only a rate-limited fraction), and on receive, when it reads a port too
 late. A run with any is not faithful: the emulated network lost packets a real one would not.
-Beside them, each host's TCP retransmissions over the run (/proc/PID/net/snmp of its shell).
+Beside them, each host's TCP retransmissions over the run (/proc/PID/net/snmp of its shell), and
+how many of them TCP's timer sent and how many reached a receiver twice (/proc/PID/net/netstat:
+TCPTimeouts, TCPDSACKRecv). Many timeouts with duplicates and no drops are spurious ones: a queue
+held a segment longer than the RTO floor (emulation.rto); the verdict names them, not judges them.
 
 The busiest 1-s window alone under-reads short transfers (a ResNet50 push is shorter than a
 window) and over-reads a run that hit its rate once and crawled otherwise. So the monitor also
@@ -36,7 +39,7 @@ into those inputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,7 +82,7 @@ class Verdict:
     datapath_rx_drops: int = 0
     #: the details: per-port worst, tc's own drops, logged failed sends, inexact ports
     datapath: dict = field(default_factory=dict)
-    #: host -> [TCP segments retransmitted, segments sent] over the run
+    #: host -> [TCP segments retransmitted, segments sent, timeouts, duplicates received] over the run
     retrans: dict[str, list[int]] = field(default_factory=dict)
     #: transfer phases judged (long enough to have interior windows), their seconds, and their
     #: duration-weighted bottleneck utilisation (None: no phase sampled, the peak rule judged)
@@ -104,7 +107,8 @@ class FidelityInputs:
     peak_mbps: Mapping[str, float]  # per switch-side interface: its busiest window's rate
     rate_mbps: Mapping[str, float]  # per switch-side interface: its configured (emulated) rate
     drops: datapath.Drops | None = None  # ovs-vswitchd's silent losses over the run (None: not counted)
-    retrans: Mapping[str, Sequence[int]] = field(default_factory=dict)  # host -> [retransmitted, sent]
+    #: host -> [retransmitted, sent, timeouts, duplicates received] (tcp_counts)
+    retrans: Mapping[str, Sequence[int]] = field(default_factory=dict)
     send_buffer: int | None = None  # bytes of ovs-vswitchd's send socket at the end
     phases: Sequence[Phase] | None = None  # the transfer phases (None: not sampled; the peak rule judges)
     #: every task of the job shares one host (colocate_ps): its traffic never crosses an emulated link
@@ -179,9 +183,7 @@ def judge(inputs: FidelityInputs) -> Verdict:
     drops = inputs.drops
     sent_drops = drops.hidden if drops else 0  # a full queue's batch tails are tail drops in effect
     rx_drops = drops.received_dropped if drops else 0
-    retrans = sum(r for r, _ in inputs.retrans.values())
-    segs = sum(o for _, o in inputs.retrans.values())
-    tcp = f"TCP retransmitted {retrans} of {segs} segments ({retrans / segs:.2%})" if segs else ""
+    tcp = tcp_text(inputs.retrans.values())
     if drops and (sent_drops or rx_drops):
         worst = ", ".join(f"{i} {n}" for i, n in drops.worst(3, hidden=True).items())
         reasons.append(
@@ -237,22 +239,46 @@ def _host_pids(net: Network) -> dict[str, int]:
     return out
 
 
-def tcp_segments(pid: int) -> tuple[int, int]:
-    """(RetransSegs, OutSegs) of the network namespace of process `pid`; (0, 0) if it is gone."""
+#: the counters tcp_counts reads: (line prefix, name) in /proc/net/snmp (Tcp:) and netstat (TcpExt:)
+TCP_COUNTERS = (("Tcp:", "RetransSegs"), ("Tcp:", "OutSegs"), ("TcpExt:", "TCPTimeouts"), ("TcpExt:", "TCPDSACKRecv"))
+
+
+def tcp_text(counts: Iterable[Sequence[int]]) -> str:
+    """The verdict's TCP clause over hosts' tcp_counts differences ("" when nothing was sent)."""
+    rows = list(counts)
+    retrans, segs = sum(v[0] for v in rows), sum(v[1] for v in rows)
+    if not segs:
+        return ""
+    timers = sum(v[2] for v in rows if len(v) > 2)
+    dups = sum(v[3] for v in rows if len(v) > 3)
+    share = f"{retrans / segs:.2%}; {timers} timeouts, {dups} duplicates received"
+    return f"TCP retransmitted {retrans} of {segs} segments ({share})"
+
+
+def namespace_counts(pid: int) -> tuple[int, ...]:
+    """tcp_counts of the network namespace of process `pid`; zeros if it is gone."""
     try:
-        return snmp_segments(Path(f"/proc/{pid}/net/snmp").read_text())
+        return tcp_counts(Path(f"/proc/{pid}/net/snmp").read_text() + Path(f"/proc/{pid}/net/netstat").read_text())
     except OSError:
-        return 0, 0
+        return (0,) * len(TCP_COUNTERS)
 
 
-def snmp_segments(text: str) -> tuple[int, int]:
-    """(RetransSegs, OutSegs) from a /proc/net/snmp text; (0, 0) if it has none."""
-    lines = [ln.split() for ln in text.splitlines() if ln.startswith("Tcp:")]
-    try:
-        row = dict(zip(lines[0], lines[1], strict=True))
-        return int(row["RetransSegs"]), int(row["OutSegs"])
-    except (IndexError, KeyError, ValueError):
-        return 0, 0
+def tcp_counts(text: str) -> tuple[int, ...]:
+    """(RetransSegs, OutSegs, TCPTimeouts, TCPDSACKRecv) from /proc/net/snmp's text followed by
+    /proc/net/netstat's (either may be missing: its counters read 0). Each file has a header line
+    and a value line per prefix."""
+    rows: dict[str, dict[str, str]] = {}
+    for prefix in {p for p, _ in TCP_COUNTERS}:
+        lines = [ln.split() for ln in text.splitlines() if ln.startswith(prefix + " ")]
+        if len(lines) >= 2 and len(lines[0]) == len(lines[1]):
+            rows[prefix] = dict(zip(lines[0], lines[1], strict=True))
+    out = []
+    for prefix, name in TCP_COUNTERS:
+        try:
+            out.append(int(rows.get(prefix, {}).get(name, 0)))
+        except ValueError:
+            out.append(0)
+    return tuple(out)
 
 
 class Monitor:
@@ -280,7 +306,7 @@ class Monitor:
         self.send_buffer: int | None = None
         self.retrans: dict[str, list[int]] = {}
         self._counters0: datapath.Snapshot | None = None
-        self._tcp0: dict[str, tuple[int, int]] = {}
+        self._tcp0: dict[str, tuple[int, ...]] = {}
 
     @property
     def samples(self) -> list[Sample]:
@@ -288,7 +314,7 @@ class Monitor:
 
     def start(self) -> Monitor:
         self._counters0 = datapath.Snapshot.take(self.bridges)
-        self._tcp0 = {h: tcp_segments(pid) for h, pid in self.hosts.items()}
+        self._tcp0 = {h: namespace_counts(pid) for h, pid in self.hosts.items()}
         self.sampler.start()
         self.traffic.start()
         return self
@@ -306,10 +332,9 @@ class Monitor:
         sock = datapath.send_socket()
         self.send_buffer = sock.sndbuf if sock else None
         for h, pid in self.hosts.items():
-            r, o = tcp_segments(pid)
-            r0, o0 = self._tcp0.get(h, (0, 0))
-            if o > o0:
-                self.retrans[h] = [r - r0, o - o0]
+            now, then = namespace_counts(pid), self._tcp0.get(h, (0,) * len(TCP_COUNTERS))
+            if now[1] > then[1]:
+                self.retrans[h] = [a - b for a, b in zip(now, then, strict=True)]
 
     def stop(self, since: float | None = None, loopback_only: bool = False) -> Verdict:
         """End sampling; judge the windows after `since` (unix time), e.g. the first measured step;

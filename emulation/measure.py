@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from controller.routing import path_links, path_nodes, taken_path
+from emulation.fidelity import TCP_COUNTERS, tcp_counts
 from emulation.hostcmd import run
 from emulation.net import Testbed
 from emulation.shaping import TCP_IP_HEADERS
@@ -130,16 +131,19 @@ def mss_bytes(mtu: int = DEFAULT_MTU) -> int:
     return mtu - TCP_IP_HEADERS
 
 
+def tcp_totals(tb: Testbed, hosts: list[str]) -> tuple[int, ...]:
+    """emulation.fidelity.tcp_counts summed over `hosts` so far (retransmitted, sent, timeouts,
+    duplicates received), read through each host's shell."""
+    rows = [tcp_counts(tb.host(h).cmd("cat /proc/net/snmp /proc/net/netstat")) for h in hosts]
+    return tuple(sum(col) for col in zip(*rows, strict=True)) if rows else (0,) * len(TCP_COUNTERS)
+
+
 def tcp_retrans(tb: Testbed, hosts: list[str]) -> int:
     """TCP segments retransmitted so far by `hosts` (RetransSegs of each namespace's
     /proc/net/snmp). Every segment lost in the network, dropped at a down link, a dark circuit or
-    a full queue, is sent again, so the growth of this counter is the data the network dropped."""
-    total = 0
-    for h in hosts:
-        lines = [ln.split() for ln in tb.host(h).cmd("cat /proc/net/snmp").splitlines() if ln.startswith("Tcp:")]
-        if len(lines) == 2:
-            total += int(dict(zip(lines[0], lines[1], strict=True))["RetransSegs"])
-    return total
+    a full queue, is sent again, so the growth of this counter is the data the network dropped
+    (and, with timeouts that were spurious, some it did not: tcp_totals tells them apart)."""
+    return tcp_totals(tb, hosts)[0]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from mininet.net import Mininet
 
 from controller.channel_client import Channel, ChannelError
 from controller.routing import HostRoute, compute_paths, host_routes
-from emulation import datapath, doctor, registry, tso
+from emulation import datapath, doctor, registry, rto, tso
 from emulation.bringup import ProbedController, RegisteredNet, TestbedError, make_mininet
 from emulation.env import clean_env
 from emulation.fidelity import Monitor
@@ -258,6 +258,8 @@ class Testbed:
     def _configure_hosts(self) -> None:
         """Addresses, MACs, sysctls and offloads inside every host (one shell round trip each)."""
         assert self.mn
+        gso_cap = tso.gso_cap(self.model) if self.tso else 0  # one for every interface of the network
+        rto_min = rto.sysctl_arg(self.model)  # the topology's RTO floor (emulation.rto), or the kernel's
         for h in self.model.hosts():
             node = self.mn.get(h.name)
             cmds = [
@@ -269,6 +271,7 @@ class Testbed:
                     f"net.ipv4.ip_forward={1 if h.relay else 0}",
                     "net.ipv6.conf.all.disable_ipv6=1",
                     f"net.ipv4.tcp_congestion_control={self.model.spec.tcp}",
+                    *rto_min,
                 ],
             ]
             for i, ln in enumerate(sorted(self.model.links_of(h.name), key=lambda x: x.port_of(h.name))):
@@ -283,7 +286,7 @@ class Testbed:
                     mtu_cmd(intf, self.model.spec.mtu),
                 ]
                 if self.tso:  # a GSO packet at most a few ms of the slowest link (emulation.tso)
-                    cmds.append(tso.gso_cmd(intf, tso.gso_cap(self.model), self.model.spec.mtu))
+                    cmds.append(tso.gso_cmd(intf, gso_cap, self.model.spec.mtu))
             if RX_NAPI:
                 cmds += rx_napi_cmds([ln.intf(h.name) for ln in self.model.links_of(h.name)])
             run_all(node, cmds)

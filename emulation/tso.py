@@ -62,10 +62,37 @@ CHUNK = 1 << 20
 FRAME_HEADERS = ETH_HEADER + TCP_IP_HEADERS
 
 
+#: where ovs-ctl writes the daemon's PID: a new start rewrites it (emulation.sampler reads the same)
+OVS_PID = Path("/run/openvswitch/ovs-vswitchd.pid")
+#: (log, the PID file's text and mtime) of a daemon seen with TSO: a yes holds until it restarts
+_SEEN_TSO: set[tuple[Path, str, int]] = set()
+
+
+def _daemon_key(log: Path) -> tuple[Path, str, int] | None:
+    try:
+        return log, OVS_PID.read_text().strip(), OVS_PID.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def daemon_has_tso(log: Path = OVS_LOG) -> bool:
     """Whether the running ovs-vswitchd took userspace TSO at its start: its log since its last
     start says so. (OVS 3.1 offers no command that tells; the setting in its database counts only
-    from the next start.) False when the log cannot be read."""
+    from the next start.) False when the log cannot be read. A yes is kept for the daemon that
+    said it (its PID file unchanged): every bring-up asks, and the log may be long. A no is read
+    again each time, as the line comes shortly after the daemon's start."""
+    key = _daemon_key(log)
+    if key is not None and key in _SEEN_TSO:
+        return True
+    if _log_has_tso(log):
+        if key is not None:
+            _SEEN_TSO.add(key)
+        return True
+    return False
+
+
+def _log_has_tso(log: Path) -> bool:
+    """The log since the daemon's last start has TSO_ON (read back from its end in CHUNKs)."""
     try:
         with log.open("rb") as f:
             end = f.seek(0, os.SEEK_END)

@@ -324,7 +324,10 @@ async def run(cfg: dict[str, Any]) -> None:
             log.flush()
         if engine.codec is not None and cfg.get("check"):
             np.save(check_dir / f"residual-{name}.npy", engine.codec.residual())
-        log.write(json.dumps({"done": True, "host": name}) + "\n")
+        # with `barrier`, one more after the last iteration: a host that ended early would otherwise
+        # close its connections and exit (CPU on 2 cores) while the others still synchronise
+        await engine.barrier(total)
+        log.write(json.dumps({"done": True, "host": name, "t": time.time()}) + "\n")
     await engine.close()
 
 

@@ -8,10 +8,13 @@ local changes to one of them that HEAD does not hold. A local change that HEAD d
 result was re-run with the change and committed with it) is not a change since: the provenance
 records the blob id of each changed file (replays.provenance), compared with HEAD's.
 
-A Python module added since (no blob at the result's commit, no local copy it ran with) is not a
-change: nothing imported it then, so it can act only through an import in a module that did exist,
-which has then changed itself (imports are explicit here: no package scans its folder for modules).
-Any other added file counts (a topology or figure YAML is found by listing its folder).
+A file added since (no blob at the result's commit, no local copy it ran with) is not a change:
+nothing read it then. A module can act only through an import in a module that did exist, which
+has then changed itself (imports are explicit here: no package scans its folder for modules); a
+topology or figure YAML only by being named, in a file that then changed. The exception is a
+result that names the file, or lists its folder (every topology file, say) as a glob dependency
+(`TOPOLOGY_FILES`): a file added there counts. Nor, with the same exception, is an untracked
+local file the result ran with and that is gone now (a scratch YAML under topologies/, say).
 
 Code is what a run imports: a changed module inside a dependency folder counts only if the
 result's entry modules reach it, by imports or by naming it (replays.imports), at the result's
@@ -37,7 +40,9 @@ has **unknown provenance**: nothing can be said about it.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import functools
+import glob
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,6 +81,9 @@ KIND_ENTRIES = {
 }
 #: files named in a stale mark's text
 SHOWN = 3
+#: the dependency of a result that runs every topology file (it lists the folder): a file added
+#: there counts, where for any other result it is no change (see the module doc)
+TOPOLOGY_FILES = "topologies/*.yaml"
 
 
 class Staleness(BaseModel):
@@ -105,6 +113,11 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.Complet
 
 def _within(path: str, deps: Iterable[str]) -> bool:
     return any(path == d.rstrip("/") or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+def _listed(path: str, deps: Iterable[str]) -> bool:
+    """A dependency names `path`, or lists its folder: a glob dependency (TOPOLOGY_FILES) matches it."""
+    return any(path == d or (glob.has_magic(d) and fnmatch.fnmatchcase(path, d)) for d in deps)
 
 
 def _prose(path: str, deps: Iterable[str]) -> bool:
@@ -246,12 +259,15 @@ def against_tree(
     def now(p: str) -> str | None:  # its content now
         return tree_dirty.get(p, at_now.get(p))
 
+    def came_or_went(p: str) -> bool:  # not in git when it ran, absent at one end, neither named nor listed
+        return at_then.get(p) is None and None in (then(p), now(p)) and not _listed(p, depends_on)
+
     changed = [
         p
         for p in candidates
         if p not in unreached
         and then(p) != now(p)
-        and not (p.endswith(".py") and then(p) is None)  # a module added since
+        and not came_or_went(p)  # added since, or an untracked file since removed: nothing named it
         and not _prose(p, depends_on)
         and not (p.endswith(".py") and same_code(repo, then(p), now(p)))  # comments and docstrings only
     ]

@@ -40,10 +40,9 @@ def test_write_results_adds_provenance_and_the_summary(tmp_path, capsys):
     # the page shows it under the testbed's own results
     entry = next(e for sec in reproduction.collect(tmp_path / "results") for e in sec.entries if e.name == "schemes")
     assert entry.state == reproduction.MEASURED and entry.summary.quick
-    # run on HEAD: stale exactly where this checkout has local changes to what it depends on
+    # run on HEAD: current on a clean checkout (CI's); with local changes, stale only by some of them
+    # (those its imports reach and HEAD lacks: replays.staleness)
     dirty = [f for f in s.provenance.dirty_files if any(f.startswith(d) for d in s.depends_on)]
     assert entry.staleness is not None
-    assert (entry.staleness.state, sorted(entry.staleness.changed)) == (
-        ("stale" if dirty else "current"),
-        sorted(dirty),
-    )
+    changed = entry.staleness.changed
+    assert entry.staleness.state == ("stale" if changed else "current") and set(changed) <= set(dirty)

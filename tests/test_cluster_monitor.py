@@ -12,7 +12,7 @@ import pytest
 
 from emulation.cluster_monitor import _drops, merge_drops
 from emulation.datapath import Drops, PortLoss
-from emulation.fidelity import snmp_segments
+from emulation.fidelity import tcp_counts, tcp_text
 from emulation.remote_sampler import RemoteSampler
 
 
@@ -83,6 +83,12 @@ def test_the_servers_losses_add_up():
     ]
 
 
-def test_tcp_counters_from_a_hosts_snmp():
+def test_tcp_counters_from_a_hosts_snmp_and_netstat():
     snmp = "Tcp: RtoAlgorithm RetransSegs OutSegs\nTcp: 1 7 1000\n"
-    assert snmp_segments(snmp) == (7, 1000) and snmp_segments("") == (0, 0)
+    netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPDSACKRecv\nTcpExt: 0 5 3\nIpExt: InNoRoutes\nIpExt: 9\n"
+    assert tcp_counts(snmp + netstat) == (7, 1000, 5, 3)
+    assert tcp_counts(snmp) == (7, 1000, 0, 0) and tcp_counts("") == (0, 0, 0, 0)
+    # the verdict's clause: summed over hosts, the timers' share and the duplicates named
+    text = tcp_text([(7, 1000, 5, 3), (1, 1000, 0, 0)])
+    assert text == "TCP retransmitted 8 of 2000 segments (0.40%; 5 timeouts, 3 duplicates received)"
+    assert tcp_text([]) == ""

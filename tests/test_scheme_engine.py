@@ -54,6 +54,24 @@ def test_every_scheme_sums_exactly_over_tcp(tmp_path: Path, scheme: str):
     assert all(i["sent_bytes"] == counted for i in its)  # the bytes the schedule says, no more
 
 
+def test_with_a_barrier_no_host_leaves_before_every_host_ended_its_last_iteration(tmp_path: Path):
+    """The final barrier: a host that ended early would close its connections and exit, on the
+    machine's 2 cores, while others still synchronise (at 64 hosts the last iteration stood out).
+    A PS's server ends its last iteration once its pulls are in its sockets, before the workers
+    have read them: it must still wait."""
+    from engine.processes import read_rows
+
+    workers, servers = ["w0", "w1"], ["s0"]
+    hosts = workers + servers
+    cfg = config("ps", workers, servers=servers, barrier=True, n_elems=2_000_000, check=False)
+    run = run_scheme(cfg, hosts, dict.fromkeys(hosts, "127.0.0.1"), tmp_path, local_starter(tmp_path), timeout_s=120)
+    assert len(run.iterations()) == 2
+    rows = {h: read_rows(tmp_path / f"{h}.jsonl") for h in hosts}
+    last_end = max(r["ended"] for rs in rows.values() for r in rs if "iteration" in r)
+    done = {h: next(r["t"] for r in rs if r.get("done")) for h, rs in rows.items()}
+    assert min(done.values()) >= last_end, (done, last_end)
+
+
 def test_paused_senders_hold_a_ring_back_more_than_rat(tmp_path: Path):
     """RAT's Fig. 7 in miniature: one of six hosts paused per 0.2 s period. A ring chunk needs every
     host at each of its 2(W-1) steps; a RAT tree needs each host's sends once up and once down."""

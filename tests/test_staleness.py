@@ -45,21 +45,42 @@ def test_a_changed_folder_makes_it_stale_naming_the_file(repo):
     assert staleness(second, ["fig.yaml", "pkg/"], repo=r).state == CURRENT  # re-run on the new commit
 
 
-def test_a_module_added_since_is_not_a_change_but_an_added_file_or_a_removed_module_is(repo):
+def test_a_file_added_since_is_not_a_change_unless_the_result_lists_its_folder(repo):
     """A new module can act only through an import in a file that existed (which then changed
-    itself): adding pkg/z.py leaves a result current. A new YAML (a folder that is listed) and a
-    removed module are changes."""
+    itself), a new YAML only by being named: adding pkg/z.py or pkg/new.yaml leaves a result
+    current. A result that lists the folder (a glob dependency, as staleness.TOPOLOGY_FILES) is
+    stale by the new YAML; a removed module stales every result that depends on it."""
     r, _, second = repo
     (r / "pkg" / "z.py").write_text("z = 1\n")
     third = commit_all(r, "a module nothing imports yet")
     assert staleness(second, ["pkg/"], repo=r).state == CURRENT
     (r / "pkg" / "new.yaml").write_text("a: 1\n")
-    commit_all(r, "a file a folder listing would find")
-    s = staleness(third, ["pkg/"], repo=r)
+    commit_all(r, "a file only a folder listing would find")
+    assert staleness(third, ["pkg/"], repo=r).state == CURRENT
+    s = staleness(third, ["pkg/", "pkg/*.yaml"], repo=r)
     assert (s.state, s.changed) == (STALE, ["pkg/new.yaml"])
     git(r, "rm", "-q", "pkg/y.py")
     git(r, "commit", "-qm", "a module removed")
-    assert staleness(second, ["pkg/"], repo=r).changed == ["pkg/new.yaml", "pkg/y.py"]
+    assert staleness(second, ["pkg/"], repo=r).changed == ["pkg/y.py"]
+    assert staleness(second, ["pkg/", "pkg/*.yaml"], repo=r).changed == ["pkg/new.yaml", "pkg/y.py"]
+
+
+def test_an_untracked_file_a_run_saw_is_no_change_once_removed_unless_listed(repo):
+    """A run recorded an untracked file under a folder it depends on (a scratch YAML, say) as a
+    local change; once the file is gone, nothing the result read has changed. A result that
+    lists the folder may have run it: stale. Had the file been committed with other content, it
+    would be a change either way."""
+    r = repo[0]
+    (r / "pkg" / "scratch.yaml").write_text("a: 1\n")
+    prov = provenance.capture(repo=r)
+    assert prov.dirty and "pkg/scratch.yaml" in prov.dirty_files
+    (r / "pkg" / "scratch.yaml").unlink()
+    assert staleness(prov.commit, ["pkg/"], prov.dirty_files, repo=r).state == CURRENT
+    s = staleness(prov.commit, ["pkg/", "pkg/*.yaml"], prov.dirty_files, repo=r)
+    assert (s.state, s.changed) == (STALE, ["pkg/scratch.yaml"])
+    (r / "pkg" / "scratch.yaml").write_text("a: 2\n")
+    commit_all(r, "the scratch file, edited, committed")
+    assert staleness(prov.commit, ["pkg/"], prov.dirty_files, repo=r).changed == ["pkg/scratch.yaml"]
 
 
 def test_comments_and_docstrings_are_not_a_change_but_code_is(repo):

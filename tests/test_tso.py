@@ -60,6 +60,22 @@ def test_runs_use_tso_where_the_daemon_took_it_unless_turned_off(logs, monkeypat
     assert not tso.enabled(with_tso)
 
 
+def test_a_daemons_yes_is_kept_until_it_restarts(tmp_path, monkeypatch):
+    """Every bring-up asks; the log is read once per daemon that has TSO (its PID file unchanged),
+    and again after a restart rewrites the PID file. A no is never kept."""
+    pid, log = tmp_path / "ovs-vswitchd.pid", tmp_path / "ovs.log"
+    monkeypatch.setattr(tso, "OVS_PID", pid)
+    pid.write_text("100\n")
+    log.write_bytes(tso.STARTED + b"\n")
+    assert not tso.daemon_has_tso(log)
+    log.write_bytes(tso.STARTED + b"\n2026|00007|" + tso.TSO_ON + b"\n")
+    assert tso.daemon_has_tso(log)
+    log.write_bytes(tso.STARTED + b"\nrestarted by hand, the PID file not rewritten\n")
+    assert tso.daemon_has_tso(log)  # kept: the log is not read again
+    pid.write_text("200\n")  # a new start
+    assert not tso.daemon_has_tso(log)
+
+
 def test_the_gso_cap_is_a_few_ms_of_the_slowest_link_within_two_frames_and_64_kb():
     for path, want in (("topologies/leafspine-plink.yaml", 2_962), ("topologies/psnet-testbed.yaml", 25_000)):
         net = build_network(load_spec(path), path)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo
 
 from topologies.files import write_json_atomic
 
@@ -175,6 +175,19 @@ def check_name(value: str) -> str:
 
 #: a string field that names results (see check_name)
 SafeName = Annotated[str, AfterValidator(check_name)]
+
+
+def check_rto_min(value: object) -> object:
+    """`rto_min_ms`: auto, kernel or a positive number of ms, else one line saying so."""
+    if value in ("auto", "kernel") or (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    ):
+        return value
+    raise ValueError(f"{value!r} is not a floor; use auto (the default), kernel (Linux's 200 ms) or ms, e.g. 3000")
+
+
+#: the hosts' RTO floor (emulation.rto)
+RtoMin = Annotated[float | Literal["auto", "kernel"], BeforeValidator(check_rto_min)]
 
 
 def name_from_path(source: str | Path) -> str:
@@ -384,6 +397,12 @@ class SpecBase(BaseModel):
         default="cubic",
         description="congestion control of every emulated host's TCP, pinned: a host's namespace would "
         "otherwise take the machine's own (bbr on some VMs), and results would move with the machine",
+    )
+    rto_min_ms: RtoMin = Field(
+        default="auto",
+        description="every emulated host's TCP retransmission-timeout floor: auto (a full queue's drain time on "
+        "the slowest cable, when above the kernel's 200 ms: scaled rates stretch queue delays, not timers), "
+        "kernel (Linux's 200 ms), or ms (Linux 6.11+; emulation.rto)",
     )
     routing: Literal["hashed", "balanced"] = Field(
         default="balanced",
