@@ -27,6 +27,9 @@ emulated figure, nor the emulator a closed-form model figure. A result
 naming no entry module keeps the folder rule: every module in the folder counts. (Imports added
 by an uncommitted edit are not followed: the closure is read from commits.)
 
+Nor does the code that judges results (`JUDGES`: this module and its import reader), though
+every replay imports it: it decides what a reader is told, not what a run measures.
+
 Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
 does not stale a result unless a dependency names that very file. Nor do a module's comments and
 docstrings: a `.py` file whose syntax tree, docstrings left out, is the same at both ends is no
@@ -81,6 +84,10 @@ KIND_ENTRIES = {
 }
 #: files named in a stale mark's text
 SHOWN = 3
+#: the modules that judge results against the code (this one, and the import reader it uses): every
+#: replay imports them (a resumed sweep asks whether its points are current), but no number a run
+#: measures depends on them, so a change to how staleness is judged stales nothing
+JUDGES = ("replays/staleness.py", "replays/imports.py")
 #: the dependency of a result that runs every topology file (it lists the folder): a file added
 #: there counts, where for any other result it is no change (see the module doc)
 TOPOLOGY_FILES = "topologies/*.yaml"
@@ -266,6 +273,7 @@ def against_tree(
         p
         for p in candidates
         if p not in unreached
+        and p not in JUDGES
         and then(p) != now(p)
         and not came_or_went(p)  # added since, or an untracked file since removed: nothing named it
         and not _prose(p, depends_on)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replays import provenance
-from replays.staleness import CURRENT, STALE, UNKNOWN, staleness
+from replays.staleness import CURRENT, JUDGES, STALE, UNKNOWN, staleness
 from tests.evidence_helpers import commit_all, git, init_repo
 
 
@@ -81,6 +81,25 @@ def test_an_untracked_file_a_run_saw_is_no_change_once_removed_unless_listed(rep
     (r / "pkg" / "scratch.yaml").write_text("a: 2\n")
     commit_all(r, "the scratch file, edited, committed")
     assert staleness(prov.commit, ["pkg/"], prov.dirty_files, repo=r).changed == ["pkg/scratch.yaml"]
+
+
+def test_the_code_that_judges_staleness_is_no_change_to_what_a_run_measured(tmp_path):
+    """Every replay imports replays/staleness.py (a resumed sweep asks it), but a change to it
+    changes what the page says, not a measured number: current. A change beside it is a change."""
+    r = tmp_path / "repo"
+    init_repo(r)
+    (r / "replays").mkdir()
+    for name in ("staleness.py", "imports.py", "sweep.py"):
+        (r / "replays" / name).write_text("a = 1\n")
+    (r / "replays" / "framework.py").write_text("from replays import imports, staleness, sweep\n")  # ENTRIES
+    first = commit_all(r, "first")
+    for name in JUDGES:
+        (r / name).write_text("a = 2\n")
+    commit_all(r, "how staleness is judged")
+    assert staleness(first, ["replays/"], repo=r).state == CURRENT
+    (r / "replays" / "sweep.py").write_text("a = 2\n")
+    commit_all(r, "what a sweep runs")
+    assert staleness(first, ["replays/"], repo=r).changed == ["replays/sweep.py"]
 
 
 def test_comments_and_docstrings_are_not_a_change_but_code_is(repo):
