@@ -4,8 +4,9 @@ Why: rates scaled down stretch a full queue's delay by the scale (the testbed's 
 full frames, 1.5 MB, drains in 3 s at 4 Mbit/s and in 12 ms at 1 Gbit/s), but Linux's RTO floor
 stays 200 ms. Where an incast fills a queue at once, TCP's timers then fire on segments that are
 only queued: at 64 hosts and 4 Mbit/s a plain-TCP all-to-all took 16,052 timeouts and its
-receivers reported 11,763 duplicates (results/bench/alltoall.md), and one run's rounds took up
-to 7 s where the next took 2.3. A real data centre's 200 ms is thousands of its queue delays, so
+receivers reported 11,763 duplicates, and its rounds took 2.0-7.0 s over two runs, against
+2.3-2.6 s with the floor at the drain time (docs/measurements.md, Schemes). A real data centre's
+200 ms is thousands of its queue delays, so
 its timers fire on losses only. `auto` (the default) keeps that relation: each host's floor is
 one full FIFO's drain time on the network's slowest shaped cable when that is above the kernel's
 200 ms, and the kernel's otherwise; a number sets the floor (ms); `kernel` leaves it.
