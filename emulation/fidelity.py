@@ -249,8 +249,7 @@ def tcp_text(counts: Iterable[Sequence[int]]) -> str:
     retrans, segs = sum(v[0] for v in rows), sum(v[1] for v in rows)
     if not segs:
         return ""
-    timers = sum(v[2] for v in rows if len(v) > 2)
-    dups = sum(v[3] for v in rows if len(v) > 3)
+    timers, dups = sum(v[2] for v in rows), sum(v[3] for v in rows)
     share = f"{retrans / segs:.2%}; {timers} timeouts, {dups} duplicates received"
     return f"TCP retransmitted {retrans} of {segs} segments ({share})"
 

@@ -143,7 +143,7 @@ def tcp_retrans(tb: Testbed, hosts: list[str]) -> int:
     /proc/net/snmp). Every segment lost in the network, dropped at a down link, a dark circuit or
     a full queue, is sent again, so the growth of this counter is the data the network dropped
     (and, with timeouts that were spurious, some it did not: tcp_totals tells them apart)."""
-    return tcp_totals(tb, hosts)[0]
+    return sum(tcp_counts(tb.host(h).cmd("cat /proc/net/snmp"))[0] for h in hosts)
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,10 @@ from pathlib import Path
 import psutil
 
 from emulation.periodic import Periodic
-from emulation.tso import wire_bytes
+from emulation.tso import OVS_PID_FILES, wire_bytes
 from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)
-#: where ovs-ctl writes ovs-vswitchd's PID (Debian: /var/run is a link to /run)
-OVS_PID_FILES = ("/run/openvswitch/ovs-vswitchd.pid", "/var/run/openvswitch/ovs-vswitchd.pid")
 OVS_NAME = "ovs-vswitchd"
 
 
@@ -33,7 +31,7 @@ def ovs_process() -> psutil.Process | None:
     file's PID may have been reused), else by its exact process name."""
     for f in OVS_PID_FILES:
         try:
-            p = psutil.Process(int(Path(f).read_text().strip()))
+            p = psutil.Process(int(f.read_text().strip()))
             if p.name() == OVS_NAME:
                 return p
         except (OSError, ValueError, psutil.Error):

@@ -62,17 +62,20 @@ CHUNK = 1 << 20
 FRAME_HEADERS = ETH_HEADER + TCP_IP_HEADERS
 
 
-#: where ovs-ctl writes the daemon's PID: a new start rewrites it (emulation.sampler reads the same)
-OVS_PID = Path("/run/openvswitch/ovs-vswitchd.pid")
+#: where ovs-ctl writes the daemon's PID (Debian: /var/run is a link to /run); a new start
+#: rewrites it. emulation.sampler finds the daemon's process by the same files.
+OVS_PID_FILES = (Path("/run/openvswitch/ovs-vswitchd.pid"), Path("/var/run/openvswitch/ovs-vswitchd.pid"))
 #: (log, the PID file's text and mtime) of a daemon seen with TSO: a yes holds until it restarts
 _SEEN_TSO: set[tuple[Path, str, int]] = set()
 
 
 def _daemon_key(log: Path) -> tuple[Path, str, int] | None:
-    try:
-        return log, OVS_PID.read_text().strip(), OVS_PID.stat().st_mtime_ns
-    except OSError:
-        return None
+    for f in OVS_PID_FILES:
+        try:
+            return log, f.read_text().strip(), f.stat().st_mtime_ns
+        except OSError:
+            continue
+    return None
 
 
 def daemon_has_tso(log: Path = OVS_LOG) -> bool:

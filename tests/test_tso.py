@@ -64,7 +64,7 @@ def test_a_daemons_yes_is_kept_until_it_restarts(tmp_path, monkeypatch):
     """Every bring-up asks; the log is read once per daemon that has TSO (its PID file unchanged),
     and again after a restart rewrites the PID file. A no is never kept."""
     pid, log = tmp_path / "ovs-vswitchd.pid", tmp_path / "ovs.log"
-    monkeypatch.setattr(tso, "OVS_PID", pid)
+    monkeypatch.setattr(tso, "OVS_PID_FILES", (pid,))
     pid.write_text("100\n")
     log.write_bytes(tso.STARTED + b"\n")
     assert not tso.daemon_has_tso(log)
