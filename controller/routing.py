@@ -27,7 +27,10 @@ routes inside multi-NIC hosts) and the BCT model all see the same paths.
   one connection per worker-PS pair), so the models' C for `ecmp` is that of `hashed`.
 - Strategy `hashed` picks a candidate by a seeded hash of (src, dst) and pins it (static, per pair);
   `balanced` picks the least-loaded candidate, intended (worker<->PS) pairs first (the paper's
-  Eq. 7 analysis: C = 6 on the FatTree prototype).
+  Eq. 7 analysis: C = 6 on the FatTree prototype), and among them those with the fewest
+  candidates first: a greedy choice that routed the flexible pairs first filled the cables the
+  pinned ones must take (two PSNet modules with W1 = 4 of W = 6: 3 flows on one PS NIC where
+  Eq. 6's spreading gives 2).
 """
 
 from __future__ import annotations
@@ -197,10 +200,14 @@ def compute_paths(
     )
     strategy = net.spec.routing
     modules = ModuleRouter(net, g, transit)
+    options = {pair: pair_candidates(net, g, transit, *pair, modules) for pair in wanted}
+    if strategy not in PAIR_HASHED:  # the most constrained pairs first, intended before the rest
+        first = set(intended)
+        wanted = sorted(wanted, key=lambda pair: (pair not in first, len(options[pair])))
     load: Counter = Counter()
     chosen: dict[tuple[str, str], list[Hop]] = {}
     for src, dst in wanted:
-        cands = pair_candidates(net, g, transit, src, dst, modules)
+        cands = options[(src, dst)]
         if not cands:
             continue
         if strategy in PAIR_HASHED:

@@ -14,7 +14,7 @@ import pytest
 from controller.modules import disjoint_supernode_paths, sn_cables, supernodes
 from controller.routing import compute_paths, path_links, routing_graph, switch_flows
 from controller.tc import initial_circuits
-from topologies.build import load_network
+from topologies.build import build_network, load_network
 from topologies.model import LinkKind, Network
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "topologies"
@@ -89,6 +89,29 @@ def test_h4_rules_follow_the_spread_paths(four):
         match = (("eth_type", 0x0800), ("ipv4_src", four.nodes[w].ip), ("ipv4_dst", four.nodes[p].ip))
         (rule,) = [f for f in flows["sn3"] if f.match == match]
         assert four.link_at("sn3", rule.out_port).other("sn3") == "sn2"
+
+
+@pytest.mark.parametrize("split", [[[2, 1, 1], [1, 1, 0]], [[2, 2, 1], [1, 0, 0]], [[2, 2, 2], [0, 0, 0]]])
+def test_an_uneven_split_keeps_every_ps_nic_at_its_share(split):
+    """W = 6 workers split W1 : W - W1 between two modules (psnet-modules' points), one PS in each:
+    each PS's 6 flows a direction spread 2 per NIC (R = 3), as Eq. 6's terms assume. Routing the
+    crossing pairs before the local ones (one candidate each) put 3 on one NIC at W1 = 4 and 5,
+    1.5x Eq. 6's BCT. The flow model's routes (models.flow.routes) are the controller's."""
+    from models.flow.routes import flow_routes
+
+    spec = load_network(TOPOLOGIES / "psnet-2modules.yaml").spec.model_copy(update={"workers": split})
+    net = build_network(spec)
+    paths = compute_paths(net, initial_circuits(net))
+    pairs = [pair for ps in net.pss() for w in net.workers() for pair in ((w.name, ps.name), (ps.name, w.name))]
+    flow = flow_routes(net, pairs).cables  # what testbed simulate routes
+    for ps in net.pss():
+        for direction in (0, 1):
+            nics: Counter = Counter()
+            for w in net.workers():
+                pair = (w.name, ps.name) if direction == 0 else (ps.name, w.name)
+                nics[next(ln.key for ln in path_links(net, paths[pair]) if ps.name in (ln.a, ln.b))] += 1
+                assert [ln.key for ln, _ in flow[pair]] == [ln.key for ln in path_links(net, paths[pair])]
+            assert sorted(nics.values()) == [2, 2, 2], (ps.name, direction, nics)
 
 
 def test_h2_cable_down_reroutes_over_the_remaining_two_links():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 
 import networkx as nx
@@ -278,18 +278,30 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
     modules = ModuleRouter(net, g, transit)  # PSNet: pairs across modules take a disjoint SuperNode path
     load: Counter = Counter()
     chosen: dict[Pair, list[Hop]] = {}
+    listed: dict[Pair, list[list[Hop]] | None] = {}  # the candidates where the controller's are needed
+
+    def candidates(src: str, dst: str) -> list[list[Hop]] | None:
+        if (src, dst) not in listed:
+            cands = None
+            if modules.applies(src, dst):  # few pairs: the controller's own candidates
+                cands = pair_candidates(net, g, transit, src, dst, modules)
+            elif net.family.relay_hosts(net, src, dst) is not None:  # e.g. a Torus's dimension order
+                cands = kind_fixed(net, list(router.all(src, dst)), src, dst)
+            listed[(src, dst)] = cands
+        return listed[(src, dst)]
+
     if net.spec.routing in PAIR_HASHED:  # each choice is independent of the others: group by dst
         pairs = sorted(pairs, key=lambda p: p[1])
+    else:  # compute_paths' order: intended pairs first, the fewest candidates first
+        first = set(net.intended_pairs())
+        pairs = sorted(pairs, key=lambda p: (p not in first, _count(router, candidates, *p)))
     for src, dst in pairs:
         n = router.count(src, dst)
         if not n:
             continue
-        fixed = net.family.relay_hosts(net, src, dst) is not None  # e.g. a Torus's dimension order
-        cands = kind_fixed(net, list(router.all(src, dst)), src, dst) if fixed else None
-        if modules.applies(src, dst):  # few pairs: the controller's own candidates
-            cands = pair_candidates(net, g, transit, src, dst, modules)
-            if not cands:
-                continue
+        cands = candidates(src, dst)
+        if modules.applies(src, dst) and not cands:
+            continue
         if net.spec.routing in PAIR_HASHED:
             h = _hash(f"{src}>{dst}>{net.spec.seed}")
             pick = cands[h % len(cands)] if cands else router.nth(src, dst, h % n)
@@ -300,6 +312,12 @@ def fast_paths(net: Network, circuits: dict, pairs: Iterable[Pair]) -> dict[Pair
         load.update(_edges(pick))
         chosen[(src, dst)] = pick
     return chosen
+
+
+def _count(router: _Router, candidates: Callable[[str, str], list | None], src: str, dst: str) -> int:
+    """How many candidates compute_paths has for the pair (controller.routing.pair_candidates)."""
+    cands = candidates(src, dst)
+    return len(cands) if cands is not None else router.count(src, dst)
 
 
 def emulator_order(net: Network, pairs: Iterable[Pair]) -> list[Pair]:
