@@ -118,7 +118,7 @@ class OvsServers:
             f"ListenAddress {self.addresses[i]}\nPort 22\nHostKey {host_key}\nPidFile {home / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {self.base / 'authorized_keys'}\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\n"
-            "AllowTcpForwarding yes\nSubsystem sftp internal-sftp\n"
+            "AllowTcpForwarding yes\nSubsystem sftp internal-sftp\nMaxSessions 64\n"
         )
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         own_ovs = OVS.format(base=home, schema=SCHEMA) if self.ovs else ""
