@@ -109,7 +109,8 @@ class OvsServers:
         sh("ip", "netns", "exec", ns, *argv)
 
     def _launch(self, ns: str, i: int, host_key: Path) -> None:
-        """The server's OVS, then its sshd, in one private mount namespace inside `ns`."""
+        """The server's OVS, then its sshd, in one private mount namespace inside `ns`. MaxSessions:
+        a run multiplexes more sessions over its one login than OpenSSH's default 10 (docs/cluster.md)."""
         home = self.base / f"server{i + 1}"
         for sub in ("run", "etc", "log"):
             (home / sub).mkdir(parents=True, exist_ok=True)
