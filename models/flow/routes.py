@@ -321,8 +321,10 @@ def _count(router: _Router, candidates: Callable[[str, str], list | None], src: 
 
 
 def emulator_order(net: Network, pairs: Iterable[Pair]) -> list[Pair]:
-    """The pairs in the order `compute_paths` visits them: worker-PS pairs first (per worker, per
-    PS, there and back), then the other pairs by host order. For `balanced` routing that order
+    """The pairs in the order `compute_paths` is handed them: worker-PS pairs first (per worker,
+    per PS, there and back), then the other pairs by host order. That is the order before its own
+    sort (intended pairs first, the fewest candidates first; `fast_paths` sorts the same way, and
+    Python's sort is stable, so ties keep this order). For `balanced` routing the sorted order
     decides the loads each choice sees."""
     hosts = {h.name: i for i, h in enumerate(net.hosts())}
     ps_index = {p.name: i for i, p in enumerate(net.pss())}
