@@ -39,11 +39,15 @@ from replays.reproduction import (
     short_title,
 )
 from replays.staleness import STALE, UNKNOWN
+from replays.verdict_split import Split, rule_text, split
+from replays.verdict_split import table as split_rows
 from topologies.files import write_text_atomic
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MD_PATH = REPO / "docs" / "reproduction.md"
 HTML_PATH = REPO / "results" / "index.html"
+#: where the page says how the fidelity verdict splits the points
+SPLIT_ANCHOR = "fidelity-verdict"
 TITLE = "Reproduction: the seed papers' numbers beside ours"
 KIND_WORDS = {"figure": "emulated figure", "model-figure": "model figure", "matrix": "matrix", "benchmark": "benchmark"}
 VERDICT_ORDER = (HOLDS, DOES_NOT_HOLD, NOT_JUDGED, NOT_MEASURED, NOT_RUN)
@@ -180,6 +184,21 @@ def summary_line(sections: list[Section]) -> str:
     )
 
 
+def verdict_split(sections: list[Section]) -> Split:
+    """The fidelity verdict across every committed point (replays.verdict_split)."""
+    return split(
+        (e.name, p.id, p.faithful, p.fidelity)
+        for s in sections
+        for e in s.entries
+        if e.summary
+        for p in e.summary.points
+    )
+
+
+def split_table(s: Split) -> Table:
+    return Table(*split_rows(s))
+
+
 # --- markdown -------------------------------------------------------------------------------------
 def _md(text: str) -> str:
     """Text safe in a markdown table cell."""
@@ -219,7 +238,18 @@ def markdown(sections: list[Section], md_path: Path = MD_PATH, html_path: Path =
         lines += ["", f"## {s.paper.name} ({s.paper.source})", "", s.paper.idea[:1].upper() + s.paper.idea[1:] + "."]
         for e in s.entries:
             lines += ["", *_md_entry(e, md_path)]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *_md_split(verdict_split(sections))]) + "\n"
+
+
+def _md_split(s: Split) -> list[str]:
+    lines = [f'<a id="{SPLIT_ANCHOR}"></a>', "## The fidelity verdict on these points", "", rule_text(), ""]
+    lines += [*_md_table(split_table(s)), "", s.conclusion()]
+    if s.doubtful:
+        lines += ["", "The starved points it passed under that share:", ""]
+        lines += [f"- {p.result} {p.id}: {p.signals.transfer_util:.0%}" for p in s.doubtful]
+    if s.without_text():
+        lines += ["", s.without_text()]
+    return lines
 
 
 def headline_table(sections: list[Section], md_path: Path) -> list[str]:
@@ -313,6 +343,10 @@ def html(sections: list[Section], html_path: Path = HTML_PATH, md_path: Path = M
             as_table=as_table,
             kind_words=KIND_WORDS,
             MEASURED=MEASURED,
+            split=verdict_split(sections),
+            split_table=split_table,
+            split_rule=rule_text(),
+            split_anchor=SPLIT_ANCHOR,
         )
     )
 
