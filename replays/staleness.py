@@ -28,7 +28,10 @@ naming no entry module keeps the folder rule: every module in the folder counts.
 by an uncommitted edit are not followed: the closure is read from commits.)
 
 Nor does the code that judges results (`JUDGES`: this module and its import reader), though
-every replay imports it: it decides what a reader is told, not what a run measures.
+every replay imports it: it decides what a reader is told, not what a run measures. Nor does the
+code that draws the reproduction page from committed results (`PAGE`: its modules and its HTML
+template): `testbed report` reads results, no run reads it, and a template is not a module whose
+imports could be followed.
 
 Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
 does not stale a result unless a dependency names that very file. Nor do a module's comments and
@@ -88,6 +91,14 @@ SHOWN = 3
 #: replay imports them (a resumed sweep asks whether its points are current), but no number a run
 #: measures depends on them, so a change to how staleness is judged stales nothing
 JUDGES = ("replays/staleness.py", "replays/imports.py")
+#: what `testbed report` draws the reproduction page with, from the committed results: a change to
+#: it changes the page, never a measured number (a folder, with its trailing slash, holds any file)
+PAGE = (
+    "replays/reproduction.py",
+    "replays/reproduction_page.py",
+    "replays/verdict_split.py",
+    "replays/templates/",
+)
 #: the dependency of a result that runs every topology file (it lists the folder): a file added
 #: there counts, where for any other result it is no change (see the module doc)
 TOPOLOGY_FILES = "topologies/*.yaml"
@@ -274,6 +285,7 @@ def against_tree(
         for p in candidates
         if p not in unreached
         and p not in JUDGES
+        and not _within(p, PAGE)
         and then(p) != now(p)
         and not came_or_went(p)  # added since, or an untracked file since removed: nothing named it
         and not _prose(p, depends_on)

@@ -108,6 +108,7 @@ def test_the_gallery_from_the_fixture_loads_every_image_and_link(browser, tmp_pa
         "PLink",
         "Parameter Flow",
         "The testbed's own",
+        "The fidelity verdict on these points",
     ]
     assert shot.stat().st_size > 50_000  # a full page, kept in the test's output folder
     print(f"screenshot: {shot}")

@@ -102,6 +102,25 @@ def test_the_code_that_judges_staleness_is_no_change_to_what_a_run_measured(tmp_
     assert staleness(first, ["replays/"], repo=r).changed == ["replays/sweep.py"]
 
 
+def test_the_reproduction_page_template_is_no_change_to_what_a_run_measured(tmp_path):
+    """`testbed report` draws the page with a template under replays/templates/, a file no run
+    reads and no import reaches: a replay that depends on the whole replays/ folder stays current
+    when the template changes. Another data file in the folder still counts."""
+    r = tmp_path / "repo"
+    init_repo(r)
+    (r / "replays" / "templates").mkdir(parents=True)
+    (r / "replays" / "framework.py").write_text("a = 1\n")  # ENTRIES
+    (r / "replays" / "templates" / "reproduction.html.j2").write_text("<h1>{{ title }}</h1>\n")
+    (r / "replays" / "axes.yaml").write_text("x: 1\n")
+    first = commit_all(r, "first")
+    (r / "replays" / "templates" / "reproduction.html.j2").write_text("<h1>{{ title }}</h1><h2>verdict</h2>\n")
+    commit_all(r, "a section on the page")
+    assert staleness(first, ["replays/"], repo=r).state == CURRENT
+    (r / "replays" / "axes.yaml").write_text("x: 2\n")
+    commit_all(r, "a file a replay could read")
+    assert staleness(first, ["replays/"], repo=r).changed == ["replays/axes.yaml"]
+
+
 def test_comments_and_docstrings_are_not_a_change_but_code_is(repo):
     """A module edited only in its docstrings and comments computes what it did: the result stays
     current. A changed statement, or a docstring turned into code, stales it."""
