@@ -41,6 +41,10 @@ from replays.provenance import REPO
 from replays.staleness import STALE, UNKNOWN, Staleness, staleness
 
 NOT_RUN = "not run yet"
+#: the key in a summary's `files` naming its main table as csv where `data` is another file: a
+#: benchmark's json (benchmarks.figures draws <stem>.png and writes <stem>.csv from it); an extra
+#: key, as replays.evidence's Files allows, so the summary's schema is unchanged
+CSV_KEY = "csv"
 MEASURED, UNREADABLE, NO_REPLAY = "measured", "unreadable", "no replay yet"
 
 
@@ -80,6 +84,7 @@ class Entry:
     figures: list[Path] = field(default_factory=list)
     report: Path | None = None
     data: Path | None = None
+    csv: Path | None = None  # the main table as csv where `data` is not one (a benchmark's)
     missing: list[str] = field(default_factory=list)  # files the summary names that are not there
     problem: str = ""  # an unreadable summary's one line
     shipped: bool = True  # False: a result whose figure/matrix/benchmark file is gone
@@ -165,7 +170,9 @@ def measured_entry(exp: Expected | None, path: Path, summary: FigureSummary, rep
     """An entry with its result: cards from the summary's headlines, its files, its staleness."""
     folder = path.parent
     points = {p.id: p for p in summary.points}
-    named = [*summary.files.figures, summary.files.report, summary.files.data]
+    table = (summary.files.model_extra or {}).get(CSV_KEY)
+    table = table if isinstance(table, str) and table else None
+    named = [*summary.files.figures, summary.files.report, summary.files.data, table]
     present = {f: (folder / f).is_file() for f in named if f}
     prov = summary.provenance
     return Entry(
@@ -184,6 +191,7 @@ def measured_entry(exp: Expected | None, path: Path, summary: FigureSummary, rep
         figures=[folder / f for f in summary.files.figures if present[f]],
         report=folder / summary.files.report if summary.files.report and present[summary.files.report] else None,
         data=folder / summary.files.data if summary.files.data and present[summary.files.data] else None,
+        csv=folder / table if table and present[table] else None,
         missing=[f for f, ok in present.items() if not ok],
         shipped=shipped,
     )

@@ -276,7 +276,7 @@ def _md_entry(e: Entry, md_path: Path) -> list[str]:
         lines.append(f"- reproduce: `{e.command}`" + (f" (defined in `{e.source}`)" if defined else ""))
     if not e.shipped:
         lines.append("- its file is not shipped any more: no command reproduces it as it was")
-    links = [f"[{lbl}]({rel(p, md_path)})" for lbl, p in (("report", e.report), ("data", e.data)) if p]
+    links = [f"[{lbl}]({rel(p, md_path)})" for lbl, p in (("report", e.report), ("data", e.data), ("csv", e.csv)) if p]
     if links:
         lines.append("- files: " + ", ".join(links))
     if e.missing:

@@ -29,9 +29,9 @@ by an uncommitted edit are not followed: the closure is read from commits.)
 
 Nor does the code that judges results (`JUDGES`: this module and its import reader), though
 every replay imports it: it decides what a reader is told, not what a run measures. Nor does the
-code that draws the reproduction page from committed results (`PAGE`: its modules and its HTML
-template): `testbed report` reads results, no run reads it, and a template is not a module whose
-imports could be followed.
+code that draws the reproduction page from committed results (`PAGE`: its modules, its HTML
+template and the benchmarks' figures drawn from their committed json): `testbed report` reads
+results, no run reads it, and a template is not a module whose imports could be followed.
 
 Prose is not code: a markdown file (`*.md`) inside a dependency folder (a folder's README, say)
 does not stale a result unless a dependency names that very file. Nor do a module's comments and
@@ -98,6 +98,9 @@ PAGE = (
     "replays/reproduction_page.py",
     "replays/verdict_split.py",
     "replays/templates/",
+    # each benchmark's figure and csv, drawn by `testbed report` from its committed json: a
+    # drawing of numbers already measured, which no benchmark run imports
+    "benchmarks/figures.py",
 )
 #: the dependency of a result that runs every topology file (it lists the folder): a file added
 #: there counts, where for any other result it is no change (see the module doc)

@@ -721,19 +721,38 @@ def host_time_note(rep: FigureReport, heads: dict[str, dict]) -> str:
     return f". Host time per step ({mode}, {whose}): {', '.join(host)}; communication alone: {', '.join(comm)}"
 
 
+def draw_benchmark_figures(results: Path) -> None:
+    """Each benchmark's figure and csv from its committed json in RESULTS/bench, named in its
+    summary (benchmarks.figures), before the page is built from the summaries. Run as its own
+    process: benchmarks/ is the floor above this one (docs/architecture.md), which no module here
+    imports. A failure is a warning: the page is built with the figures there are."""
+    bench = results / "bench"
+    if not bench.is_dir():
+        return
+    cmd = [sys.executable, "-m", "benchmarks.figures", "--folder", str(bench)]
+    if LOG.isEnabledFor(logging.DEBUG):
+        cmd.append("-v")
+    done = subprocess.run(cmd, cwd=REPO_DIR, check=False)
+    if done.returncode:
+        LOG.warning("benchmark figures not drawn (%s exited %d): the page shows the ones there are", cmd[2],
+                    done.returncode)  # fmt: skip
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """docs/reproduction.md and results/index.html from the figure-level summaries in results/
-    (replays.reproduction); or, with --readme-table, the README's headline table on stdout."""
+    (replays.reproduction), each benchmark's figure drawn first from its committed json; or, with
+    --readme-table, the README's headline table on stdout."""
     import time
 
     from replays import reproduction, reproduction_page
 
     t0 = time.monotonic()
     results = Path(args.results)
-    sections = reproduction.collect(results, REPO_DIR)
     if args.readme_table:
-        print(reproduction.readme_table(sections))
+        print(reproduction.readme_table(reproduction.collect(results, REPO_DIR)))
         return 0
+    draw_benchmark_figures(results)
+    sections = reproduction.collect(results, REPO_DIR)
     md = Path(args.md)
     page = Path(args.html) if args.html else results / "index.html"
     reproduction_page.write(sections, md, page)
@@ -952,7 +971,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help="the reproduction page (docs/reproduction.md, results/index.html) from the committed results",
         description="Builds the reproduction page from the figure-level summaries in results/ (runs nothing): "
-        "each paper headline with the paper's number, ours, the verdict, provenance and a stale mark.",
+        "each paper headline with the paper's number, ours, the verdict, provenance and a stale mark. Each "
+        "benchmark's figure and csv are drawn first from its committed json (benchmarks.figures).",
     )
     rr.add_argument("--results", default=str(REPO_DIR / "results"), help="results folder (default: %(default)s)")
     rr.add_argument("--md", default=str(REPO_DIR / "docs" / "reproduction.md"), help="markdown page written")

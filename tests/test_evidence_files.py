@@ -1,8 +1,8 @@
 """What results/ commits (the evidence) stays small and of the kinds that belong there: each result
 folder's report (md), data (csv), figure(s) (png) and figure-level summary.json, the benchmarks'
-json, md and summary, the papers' numbers, the flow model's factors and the gallery. Per-point run
-folders, logs, TF output and checkpoints are ignored by .gitignore; these tests read
-`git ls-files results/` and `git check-ignore` of this checkout."""
+json, md, summary, figure (png) and table (csv), the papers' numbers, the flow model's factors
+and the gallery. Per-point run folders, logs, TF output and checkpoints are ignored by
+.gitignore; these tests read `git ls-files results/` and `git check-ignore` of this checkout."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from replays.evidence import BENCH_SUFFIX, read_summary
 from replays.provenance import REPO
+from replays.reproduction import CSV_KEY
 
 #: all of results/ tracked, at most ("a few MB")
 MAX_TOTAL_BYTES = 5 * 2**20
@@ -41,7 +42,7 @@ def kind(path: Path) -> str | None:
     if folder == "calibration":
         return "calibration" if suffix == ".json" else None
     if folder == "bench":
-        return "benchmark" if suffix in (".json", ".md") else None
+        return "benchmark" if suffix in (".json", ".md", ".png", ".csv") else None
     if suffix in RESULT_SUFFIXES or name == "summary.json":
         return "result"
     return None
@@ -72,7 +73,11 @@ def test_every_committed_result_carries_a_figure_level_summary_with_provenance()
             assert not name or folder / name in files, f"{summary} names {name}, which is not committed"
     for f in sorted(files):
         if f.parent.name == "bench" and f.name.endswith(BENCH_SUFFIX):
-            assert read_summary(REPO / f) is not None, f"{f}: not a figure-level summary"
+            s = read_summary(REPO / f)
+            assert s is not None, f"{f}: not a figure-level summary"
+            table = (s.files.model_extra or {}).get(CSV_KEY)
+            for name in [*s.files.figures, s.files.report, s.files.data, table]:  # benchmarks.figures names the last
+                assert not name or f.parent / name in files, f"{f} names {name}, which is not committed"
 
 
 @pytest.mark.parametrize(
@@ -88,6 +93,8 @@ def test_every_committed_result_carries_a_figure_level_summary_with_provenance()
         ("results/bench/schemes.json", True),
         ("results/bench/schemes.md", True),
         ("results/bench/schemes.summary.json", True),
+        ("results/bench/schemes.png", True),
+        ("results/bench/schemes.csv", True),
         ("results/reference/psnet-paper.yaml", True),
         ("results/calibration/flowmodel-factors.json", True),
         ("results/index.html", True),
