@@ -20,7 +20,7 @@ log line. Output is deterministic: no timestamp in the PNG, and the PNG records 
 from (the json's and this module's hashes), so an unchanged json is not drawn again and a file
 whose bytes would not change is not rewritten.
 
-    python -m benchmarks.figures [--folder results/bench] [STEM ...]
+    python -m replays.benchfigures [--folder results/bench] [STEM ...]
 """
 
 from __future__ import annotations
@@ -863,7 +863,7 @@ def _fingerprint(source: bytes) -> str:
     """What a figure is drawn from: the json's bytes and this module's, hashed."""
     json_hash = hashlib.sha256(source).hexdigest()[:16]
     code_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return f"json sha256 {json_hash}, benchmarks/figures.py sha256 {code_hash}"
+    return f"json sha256 {json_hash}, replays/benchfigures.py sha256 {code_hash}"
 
 
 def _drawn_from(png: Path) -> str | None:
@@ -942,7 +942,7 @@ def draw(stem: str, folder: Path = BENCH) -> Drawn | None:
     drawn (a stem no function knows, or no json)."""
     make = FIGURES.get(stem.removesuffix("-quick"))
     if make is None:
-        LOG.info("%s: skipped: no figure function for it in benchmarks/figures.py", stem)
+        LOG.info("%s: skipped: no figure function for it in replays/benchfigures.py", stem)
         return None
     source = folder / f"{stem}.json"
     if not source.is_file():
@@ -1015,7 +1015,7 @@ def draw_all(folder: Path = BENCH, stems: Iterable[str] | None = None) -> list[D
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.figures", description=(__doc__ or "").split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m replays.benchfigures", description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("stems", nargs="*", help="benchmarks to draw (default: every one with a summary in the folder)")
     p.add_argument("--folder", default=str(BENCH), help="the benchmarks' results (default: %(default)s)")
     p.add_argument("-v", "--verbose", action="store_true", help="a line per benchmark")

@@ -42,7 +42,7 @@ from replays.staleness import STALE, UNKNOWN, Staleness, staleness
 
 NOT_RUN = "not run yet"
 #: the key in a summary's `files` naming its main table as csv where `data` is another file: a
-#: benchmark's json (benchmarks.figures draws <stem>.png and writes <stem>.csv from it); an extra
+#: benchmark's json (replays.benchfigures draws <stem>.png and writes <stem>.csv from it); an extra
 #: key, as replays.evidence's Files allows, so the summary's schema is unchanged
 CSV_KEY = "csv"
 MEASURED, UNREADABLE, NO_REPLAY = "measured", "unreadable", "no replay yet"

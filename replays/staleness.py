@@ -100,7 +100,7 @@ PAGE = (
     "replays/templates/",
     # each benchmark's figure and csv, drawn by `testbed report` from its committed json: a
     # drawing of numbers already measured, which no benchmark run imports
-    "benchmarks/figures.py",
+    "replays/benchfigures.py",
 )
 #: the dependency of a result that runs every topology file (it lists the folder): a file added
 #: there counts, where for any other result it is no change (see the module doc)

@@ -723,19 +723,17 @@ def host_time_note(rep: FigureReport, heads: dict[str, dict]) -> str:
 
 def draw_benchmark_figures(results: Path) -> None:
     """Each benchmark's figure and csv from its committed json in RESULTS/bench, named in its
-    summary (benchmarks.figures), before the page is built from the summaries. Run as its own
-    process: benchmarks/ is the floor above this one (docs/architecture.md), which no module here
-    imports. A failure is a warning: the page is built with the figures there are."""
+    summary (replays.benchfigures), before the page is built from the summaries. A failure is a
+    warning: the page is built with the figures there are."""
+    from replays import benchfigures
+
     bench = results / "bench"
     if not bench.is_dir():
         return
-    cmd = [sys.executable, "-m", "benchmarks.figures", "--folder", str(bench)]
-    if LOG.isEnabledFor(logging.DEBUG):
-        cmd.append("-v")
-    done = subprocess.run(cmd, cwd=REPO_DIR, check=False)
-    if done.returncode:
-        LOG.warning("benchmark figures not drawn (%s exited %d): the page shows the ones there are", cmd[2],
-                    done.returncode)  # fmt: skip
+    try:
+        benchfigures.draw_all(bench)
+    except (OSError, RuntimeError) as err:
+        LOG.warning("benchmark figures not drawn (%s): the page shows the ones there are", err)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -972,7 +970,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the reproduction page (docs/reproduction.md, results/index.html) from the committed results",
         description="Builds the reproduction page from the figure-level summaries in results/ (runs nothing): "
         "each paper headline with the paper's number, ours, the verdict, provenance and a stale mark. Each "
-        "benchmark's figure and csv are drawn first from its committed json (benchmarks.figures).",
+        "benchmark's figure and csv are drawn first from its committed json (replays.benchfigures).",
     )
     rr.add_argument("--results", default=str(REPO_DIR / "results"), help="results folder (default: %(default)s)")
     rr.add_argument("--md", default=str(REPO_DIR / "docs" / "reproduction.md"), help="markdown page written")

@@ -1,4 +1,4 @@
-"""Each benchmark's figure and csv (benchmarks/figures.py), drawn from a copy of its committed
+"""Each benchmark's figure and csv (replays/benchfigures.py), drawn from a copy of its committed
 results/bench/<stem>.json in a temporary folder: a valid PNG of sensible size, a csv with a header
 and a row per point of the benchmark's main table, the summary naming both and otherwise
 unchanged; the same data drawn again changes no byte; a json that lacks what the plot needs gets a
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from benchmarks import figures
+from replays import benchfigures as figures
 from replays import reproduction, reproduction_page
 from replays.evidence import BENCH_SUFFIX, read_summary
 from replays.provenance import REPO
@@ -201,19 +201,20 @@ def test_testbed_report_draws_them_and_the_page_shows_figure_and_csv(tmp_path):
 
 
 def test_drawing_the_benchmarks_figures_stales_no_result(tmp_path):
-    """benchmarks/figures.py is one of the page's files (replays.staleness.PAGE): a result that
-    depends on the benchmarks' folder stays current when it changes; a benchmark's module still counts."""
-    assert "benchmarks/figures.py" in PAGE
+    """replays/benchfigures.py is one of the page's files (replays.staleness.PAGE): a result that
+    names it stays current when it changes; a replay's own module still counts."""
+    assert "replays/benchfigures.py" in PAGE
     r = tmp_path / "repo"
     init_repo(r)
-    (r / "benchmarks").mkdir()
-    (r / "benchmarks" / "figures.py").write_text("a = 1\n")
-    (r / "benchmarks" / "schemes.py").write_text("a = 1\n")
+    (r / "replays").mkdir()
+    (r / "replays" / "benchfigures.py").write_text("a = 1\n")
+    (r / "replays" / "figure.py").write_text("a = 1\n")
     first = commit_all(r, "first")
-    (r / "benchmarks" / "figures.py").write_text("a = 2\n")
+    (r / "replays" / "benchfigures.py").write_text("a = 2\n")
     commit_all(r, "a figure drawn otherwise")
-    assert staleness(first, ["benchmarks/"], repo=r).state == CURRENT
-    (r / "benchmarks" / "schemes.py").write_text("a = 2\n")
-    commit_all(r, "what the benchmark measures")
-    s = staleness(first, ["benchmarks/"], repo=r)
-    assert (s.state, s.changed) == (STALE, ["benchmarks/schemes.py"])
+    deps = ["replays/benchfigures.py", "replays/figure.py"]
+    assert staleness(first, deps, repo=r).state == CURRENT
+    (r / "replays" / "figure.py").write_text("a = 2\n")
+    commit_all(r, "what the replay measures")
+    s = staleness(first, deps, repo=r)
+    assert (s.state, s.changed) == (STALE, ["replays/figure.py"])

@@ -76,7 +76,7 @@ def test_every_committed_result_carries_a_figure_level_summary_with_provenance()
             s = read_summary(REPO / f)
             assert s is not None, f"{f}: not a figure-level summary"
             table = (s.files.model_extra or {}).get(CSV_KEY)
-            for name in [*s.files.figures, s.files.report, s.files.data, table]:  # benchmarks.figures names the last
+            for name in [*s.files.figures, s.files.report, s.files.data, table]:  # replays.benchfigures names the last
                 assert not name or f.parent / name in files, f"{f} names {name}, which is not committed"
 
 
