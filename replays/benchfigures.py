@@ -486,7 +486,7 @@ def flowmodel(data: dict) -> Chart:
          "calibrated_s": p.get("calibrated_s"), "calibrated_over_emulated": p.get("ratio"),
          "within_5pct": p.get("within_goal"), "held_out_s": p.get("held_out_s"),
          "held_out_over_emulated": p.get("held_out_ratio"), "faithful": p.get("faithful"),
-         "why": p.get("why") or p.get("error") or ""}
+         "network_paced": p.get("network_paced", True), "why": p.get("why") or p.get("error") or ""}
         for p in points
     ]  # fmt: skip
     usable = [t for t in table if t["emulated_s"] and t["calibrated_s"]]
@@ -500,7 +500,10 @@ def flowmodel(data: dict) -> Chart:
 
     def draw(fig: Any) -> None:
         axes = fig.subplots(1, 2, width_ratios=[1, 1.25])
-        good = [t for t in usable if t["faithful"]]
+        # fitted on: faithful and network-paced (benchmarks.flowmodel.network_paced); a faithful point
+        # the CPU paced is left out of the fit and drawn apart
+        good = [t for t in usable if t["faithful"] and t["network_paced"]]
+        paced = [t for t in usable if t["faithful"] and not t["network_paced"]]
         bad = [t for t in usable if not t["faithful"]]
         ax = axes[0]
         lo = min(min(t["emulated_s"], t["calibrated_s"]) for t in usable) * 0.8
@@ -510,11 +513,14 @@ def flowmodel(data: dict) -> Chart:
         ax.plot(xs, xs, "k-", lw=0.7)
         ax.scatter([t["emulated_s"] for t in bad], [t["calibrated_s"] for t in bad], s=12, color=GREY,
                    label=f"not faithful ({len(bad)}): calibrated")  # fmt: skip
+        if paced:
+            ax.scatter([t["emulated_s"] for t in paced], [t["calibrated_s"] for t in paced], s=16, marker="^",
+                       color="C4", label=f"CPU-paced ({len(paced)}): calibrated, not fitted on")  # fmt: skip
         ax.scatter([t["emulated_s"] for t in good], [t["calibrated_s"] for t in good], s=14, color="C0",
-                   label=f"faithful ({len(good)}): calibrated, fitted")  # fmt: skip
+                   label=f"fitted on ({len(good)}): calibrated")  # fmt: skip
         held = [t for t in good if t["held_out_s"]]
         ax.scatter([t["emulated_s"] for t in held], [t["held_out_s"] for t in held], s=18, marker="x", color="C3",
-                   lw=0.9, label="faithful: held out (topology left out)")  # fmt: skip
+                   lw=0.9, label="fitted on: held out (topology left out)")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
@@ -531,6 +537,9 @@ def flowmodel(data: dict) -> Chart:
             ax.axhline(band, color="C2", lw=0.7, ls=":")
         ax.scatter([t["emulated_s"] for t in bad], [t["calibrated_over_emulated"] for t in bad], s=12, color=GREY,
                    label="not faithful: calibrated (not fitted on)")  # fmt: skip
+        if paced:
+            ax.scatter([t["emulated_s"] for t in paced], [t["calibrated_over_emulated"] for t in paced], s=16,
+                       marker="^", color="C4", label="CPU-paced: calibrated (not fitted on)")  # fmt: skip
         ax.scatter([t["emulated_s"] for t in good], [t["calibrated_over_emulated"] for t in good], s=14,
                    color="C0", label=f"calibrated, fitted: {within(good, 'calibrated_over_emulated')}")  # fmt: skip
         ax.scatter([t["emulated_s"] for t in held], [t["held_out_over_emulated"] for t in held], s=18, marker="x",
