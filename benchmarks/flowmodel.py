@@ -13,8 +13,10 @@ gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emu
    uncalibrated), and under every value of the candidate forms' grid (models.flow.fit:
    TCP headers, a per-message latency, LV08's RTT-weighted sharing by a latency per cable,
    weight-S or a standing queue, the datapath's capacity), in forked SimGrid processes;
-3. every form fitted on the faithful points and judged with each topology left out; the form with
-   the best held-out error is fitted on all of them and written to
+3. every form fitted on the faithful points the network paced (`network_paced`: the verdict's
+   transfer phases at >= PACED_SHARE of what the schedule allows) and judged with each topology
+   left out; the form with
+   the best held-out error (`models.flow.fit.rank_key`) is fitted on all of them and written to
    results/calibration/flowmodel-factors.json (the file the flow model reads); the choice of
    form is itself judged held out (nested: chosen without the left-out topology);
 4. every point simulated again with the fitted settings (the calibrated column) and each faithful
