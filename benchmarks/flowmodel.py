@@ -22,8 +22,15 @@ gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emu
 4. every point simulated again with the fitted settings (the calibrated column) and each faithful
    point with the fit its topology was left out of (the held-out column).
 
+5. before the refit, the factors file it replaces judged on this run's points (`judge_unseen`):
+   points that file was never fitted on, the first truly unseen test of a calibration (the
+   held-out columns have seen every point once: the form's ranking was chosen by reading them);
+   and the emulator against itself, point by point against the previous emulation of the same
+   code where one is given (`--previous-emulated`, by default the emulated points this run
+   replaces): how far the emulator repeats itself bounds how close any model can come.
+
 `--emulated FILE` refits from the points of an earlier run (no emulation; the TF points only
-with `--tf-emulated`).
+with `--tf-emulated`; no unseen judgment unless `--prior-factors` names the factors to judge).
 
 The TF PS job (tf-ps) is never fitted on: its measured communication is the links' busy time in
 0.25-s windows (runs.steptime) and TF splits the model by whole variables, not S/P, so its
@@ -37,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import platform as py_platform
 import re
 import statistics
@@ -422,6 +430,151 @@ def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: d
     }
 
 
+def factors_settings(path: Path) -> dict[str, str]:
+    """The SimGrid settings a factors file gives, read by the flow model's own reader
+    (models.flow.simgrid.sim_config, pointed at `path` through its PSNET_FLOWMODEL_FACTORS
+    override): one reader of the format, whatever file it is."""
+    from models.flow.simgrid import sim_config
+
+    saved = os.environ.get("PSNET_FLOWMODEL_FACTORS")
+    os.environ["PSNET_FLOWMODEL_FACTORS"] = str(path)
+    try:
+        cfg, _ = sim_config()
+    finally:
+        if saved is None:
+            os.environ.pop("PSNET_FLOWMODEL_FACTORS", None)
+        else:
+            os.environ["PSNET_FLOWMODEL_FACTORS"] = saved
+    return cfg
+
+
+def prior_record(path: Path) -> dict:
+    """What the factors file being judged says of itself (its form, when, where and at which
+    commit it was fitted, on how many points): the report names the calibration it judged."""
+    data = json.loads(path.read_text())
+    fit = data.get("fit") or {}
+    return {
+        "file": str(path),
+        "form": data.get("form") or fit.get("form"),
+        "date": data.get("date"),
+        "commit": data.get("commit"),
+        "machine": data.get("machine"),
+        "fitted_points": fit.get("points"),
+        "held_out": {k: v for k, v in (data.get("held_out") or {}).items() if k != "errors" and k != "nested"},
+        "settings": factors_settings(path),
+    }
+
+
+def _by_scheme(rows: list[dict], key: str) -> dict[str, float]:
+    """Median |error| of `key` (a ratio) per scheme, over the rows that have it."""
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get(key) is not None:
+            per.setdefault(r["scheme"], []).append(abs(r[key] - 1))
+    return {k: statistics.median(v) for k, v in sorted(per.items())}
+
+
+def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior: dict | None, previous: dict) -> dict:
+    """The calibration this run replaces (`prior`, from prior_record) on this run's emulated points,
+    which it was never fitted on, and this emulation against the `previous` one of the same code
+    ((topology, scheme, size) -> row): per row `prior_s` / `prior_ratio` (the old factors' time over
+    the emulated one) and `repeat_ratio` (this emulation over the previous, both faithful).
+
+    Judged as the held-out columns are: on the faithful network-paced points (`network_paced`,
+    set by calibrate) and, apart, on every faithful point; the TF PS job's rows too. The repeat
+    says how far the emulator itself moves between two runs of the same code: a point that moves
+    10% between runs cannot be predicted within 10% by any model, however fitted."""
+    out: dict = {}
+    if prior is not None:
+        cfg = prior["settings"]
+        secs = simulate_pairs([(c, cfg) for c in todo])
+        for r, t in zip(rows, secs, strict=True):
+            r["prior_s"] = t
+            r["prior_ratio"] = t / r["emulated_s"] if r["emulated_s"] and t == t else None
+        judged = [r for r in rows if r["faithful"] and r.get("prior_ratio") is not None]
+        paced = [r for r in judged if r.get("network_paced", True)]
+        out["prior"] = {
+            **{k: v for k, v in prior.items() if k != "settings"},
+            "paced": _errors([r["prior_ratio"] - 1 for r in paced]),
+            "all_faithful": _errors([r["prior_ratio"] - 1 for r in judged]),
+            "by_scheme": _by_scheme(paced, "prior_ratio"),
+        }
+        if tf_rows:
+            from runs.simulate import plan, run
+
+            for r in tf_rows:
+                p = plan(TOP / "workloads" / "experiments" / r["experiment"], [f"iterations={TF_ITERATIONS}"])
+                r["prior_s"] = run(p, config=cfg).result.iteration_s
+                r["prior_ratio"] = r["prior_s"] / r["comm_s"] if r.get("comm_s") else None
+            tf = [r for r in tf_rows if r.get("faithful") and r.get("prior_ratio") is not None]
+            out["prior"]["tf"] = _errors([r["prior_ratio"] - 1 for r in tf]) if tf else None
+    if previous:
+        for r in rows:
+            old = previous.get((r["topology"], r["scheme"], r["size_s"]))
+            if old and old.get("faithful") and old.get("emulated_s") and r["faithful"] and r["emulated_s"]:
+                r["previous_emulated_s"] = old["emulated_s"]
+                r["repeat_ratio"] = r["emulated_s"] / old["emulated_s"]
+        again = [r for r in rows if r.get("repeat_ratio") is not None]
+        steady = [r for r in again if abs(r["repeat_ratio"] - 1) <= 0.05 and r.get("prior_ratio") is not None]
+        out["repeat"] = {
+            **_errors([r["repeat_ratio"] - 1 for r in again]),
+            "by_scheme": _by_scheme(again, "repeat_ratio"),
+            # the old factors where the emulator repeated itself within 5%: the model's part of the error
+            "prior_where_steady": _errors([r["prior_ratio"] - 1 for r in steady]) if steady else None,
+        }
+    return out
+
+
+def unseen_lines(unseen: dict) -> str:
+    """The report's paragraph on the unseen judgment (judge_unseen): the replaced factors on new
+    points, and the emulator against its previous run."""
+    parts = []
+    p = unseen.get("prior")
+    if p:
+        e, a = p["paced"], p["all_faithful"]
+        ho = p.get("held_out") or {}
+        was = (
+            f" (their own held-out figure when fitted: {ho['median_abs_error'] * 100:.1f}%, "
+            f"{ho['within_10pct'] * 100:.0f}% within 10%)"
+            if ho.get("median_abs_error") is not None
+            else ""
+        )
+        schemes = ", ".join(f"{k} {v * 100:.1f}%" for k, v in p["by_scheme"].items())
+        tf = p.get("tf")
+        parts.append(
+            f"**The factors this run replaces, on points they never saw** ({p['file']}: form {p['form']}, fitted "
+            f"{(p.get('date') or '?')[:10]} at commit {(p.get('commit') or '?')[:10]} on {p.get('fitted_points')} "
+            f"points; the column 'replaced factors / emulated'): median |error| {e['median_abs_error'] * 100:.1f}%, "
+            f"{e['within_10pct'] * 100:.0f}% within 10%, {e['within_5pct'] * 100:.0f}% within 5% of {e['points']} "
+            f"network-paced faithful points{was}; on every faithful point ({a['points']}): "
+            f"{a['median_abs_error'] * 100:.1f}%, {a['within_10pct'] * 100:.0f}% within 10%. Per scheme (median): "
+            f"{schemes}."
+            + (
+                f" The TF PS job: {tf['median_abs_error'] * 100:.1f}%, {tf['within_10pct'] * 100:.0f}% within 10% "
+                f"of {tf['points']}."
+                if tf
+                else ""
+            )
+        )
+    r = unseen.get("repeat")
+    if r and r["points"]:
+        schemes = ", ".join(f"{k} {v * 100:.1f}%" for k, v in r["by_scheme"].items())
+        steady = r.get("prior_where_steady")
+        parts.append(
+            f"**The emulator against itself** (this emulation over the previous one of the same code, points "
+            f"faithful in both; the column 'this / previous emulation'): median |change| "
+            f"{r['median_abs_error'] * 100:.1f}%, {r['within_10pct'] * 100:.0f}% within 10%, "
+            f"{r['within_5pct'] * 100:.0f}% within 5% of {r['points']} points. Per scheme (median): {schemes}."
+            + (
+                f" Where it repeated itself within 5% ({steady['points']} points), the replaced factors: "
+                f"{steady['median_abs_error'] * 100:.1f}%, {steady['within_10pct'] * 100:.0f}% within 10%."
+                if steady
+                else ""
+            )
+        )
+    return "\n\n".join(parts)
+
+
 def point_topology(p) -> str:
     """The topology a point ran on (its name's first word, Case.name): the held-out groups."""
     return p.name.split()[0]
@@ -615,13 +768,14 @@ def _where(row: dict) -> str:
 def format_tables(res: dict) -> str:
     head = ["topology", "traffic", "hosts", "busiest cable (s)", "veth cables (Gbit/s)", "emulated GST (s)",
             "simulated, max-min (s)", "simulated, calibrated (s)", "calibrated / emulated", "within 5%?",
-            "held out / emulated", "why not"]  # fmt: skip
+            "held out / emulated", "replaced factors / emulated", "this / previous emulation", "why not"]  # fmt: skip
     rows = [
         [_where(r), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
          fmt(r.get("expected_s"), ".3f"), fmt(r.get("cable_load_gbps"), ".2f"), fmt(r["emulated_s"], ".3f"),
          fmt(r.get("uncalibrated_s"), ".3f"),
          fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), "yes" if r.get("within_goal") else "no",
-         fmt(r.get("held_out_ratio"), ".3f"), r.get("why", "") or "-"]
+         fmt(r.get("held_out_ratio"), ".3f"), fmt(r.get("prior_ratio"), ".3f"), fmt(r.get("repeat_ratio"), ".3f"),
+         r.get("why", "") or "-"]
         for r in res["points"]
     ]  # fmt: skip
     parts = ["### Simulated against emulated communication time\n\n" + md_table(head, rows)]
@@ -641,6 +795,10 @@ def format_tables(res: dict) -> str:
             f"{len(res['points'])} points. Fitted on {cal['fitted_on']}."
         )
         parts.append(held_out_line(cal, res["points"]))
+    if res.get("unseen"):
+        parts.append(unseen_lines(res["unseen"]))
+    if "calibration" in res:
+        cal = res["calibration"]
         if cal.get("forms"):
             parts.append(
                 "### Every form tried: fitted and held-out errors\n\nFitted: on all faithful points; held out: each "
@@ -649,12 +807,13 @@ def format_tables(res: dict) -> str:
             )
     if res.get("tf"):
         head = ["experiment", "TF job", "measured communication per step (s)", "BCT (s)", "simulated, max-min (s)",
-                "simulated, calibrated (s)", "calibrated / measured", "faithful"]  # fmt: skip
+                "simulated, calibrated (s)", "calibrated / measured", "replaced factors / measured",
+                "faithful"]  # fmt: skip
         rows = [
             [r["experiment"].removesuffix(".yaml"), f"W={r.get('workers')} P={r.get('ps')} "
              f"({(r.get('model_bytes') or 0) / 1e6:.2f} MB)", fmt(r.get("comm_s"), ".3f"),
              fmt((r.get("bct") or {}).get("mean"), ".3f"), fmt(r.get("uncalibrated_s"), ".3f"),
-             fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"),
+             fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), fmt(r.get("prior_ratio"), ".3f"),
              "yes" if r.get("faithful") else f"no ({r.get('fidelity') or r.get('error')})"]
             for r in res["tf"]
         ]  # fmt: skip
@@ -686,6 +845,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--factors", help=f"factors file to write (default {FACTORS}; --quick: OUT/flowmodel-factors-quick.json)"
     )
+    p.add_argument(
+        "--prior-factors",
+        help="factors file to judge on these points before the refit, as points it never saw (default: the "
+        "factors file this run replaces, where this run emulated)",
+    )
+    p.add_argument(
+        "--previous-emulated",
+        help="an earlier flowmodel-emulated.json of the same code: the emulator against itself, point by point "
+        "(default: OUT's, where this run emulated)",
+    )
     return p.parse_args(argv)
 
 
@@ -714,6 +883,26 @@ def main(argv: list[str] | None = None) -> int:
     emulated_at = {r["topology"]: r.get("scale") or _file_scale(r["topology"]) for r in loaded.get("points", [])}
     todo = [c for f in files for c in cases(f, schemes, sizes, iterations, emulated_at.get(f))]
     todo.sort(key=lambda c: len(c.net.hosts()))  # small networks first: a stopped run keeps most points
+    quick_factors = out_dir / "flowmodel-factors-quick.json"
+    factors = Path(args.factors) if args.factors else quick_factors if args.quick else FACTORS
+    # what the unseen judgment compares with, read before this run overwrites either file
+    prior_path = Path(args.prior_factors) if args.prior_factors else None if args.emulated else factors
+    prior = prior_record(prior_path) if prior_path is not None and prior_path.is_file() else None
+    if args.prior_factors and prior is None:
+        raise SystemExit(f"--prior-factors {args.prior_factors}: no such file; name a factors file to judge")
+    prev_path = (
+        Path(args.previous_emulated)
+        if args.previous_emulated
+        else None
+        if args.emulated
+        else out_dir / "flowmodel-emulated.json"
+    )
+    previous = {}
+    if prev_path is not None and prev_path.is_file():
+        previous = {(r["topology"], r["scheme"], r["size_s"]): r for r in json.loads(prev_path.read_text())["points"]}
+        res["meta"]["previous_emulated"] = str(prev_path)
+    elif args.previous_emulated:
+        raise SystemExit(f"--previous-emulated {args.previous_emulated}: no such file; name a flowmodel-emulated.json")
     if args.emulated:
         earlier = loaded["points"]
         res["meta"]["emulated_from"] = f"{args.emulated} (refit: date and machine above are the refit's)"
@@ -742,12 +931,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.emulate_only:
         LOG.info("emulated points written to %s; no fit (--emulate-only)", out_dir)
         return 0
-    quick_factors = out_dir / "flowmodel-factors-quick.json"
-    factors = Path(args.factors) if args.factors else quick_factors if args.quick else FACTORS
     res["calibration"] = calibrate(todo, rows, factors, res["meta"])
     if tf_rows:
         simulate_tf(tf_rows, res["calibration"]["settings"])
         res["tf"] = tf_rows
+    if prior is not None or previous:
+        res["unseen"] = judge_unseen(todo, rows, tf_rows, prior, previous)
     res["meta"]["factors_file"] = str(factors)
     res["meta"]["wall_s"] = time.monotonic() - t0
     write_results(

@@ -486,7 +486,9 @@ def flowmodel(data: dict) -> Chart:
          "calibrated_s": p.get("calibrated_s"), "calibrated_over_emulated": p.get("ratio"),
          "within_5pct": p.get("within_goal"), "held_out_s": p.get("held_out_s"),
          "held_out_over_emulated": p.get("held_out_ratio"), "faithful": p.get("faithful"),
-         "network_paced": p.get("network_paced", True), "why": p.get("why") or p.get("error") or ""}
+         "network_paced": p.get("network_paced", True), "replaced_factors_s": p.get("prior_s"),
+         "replaced_factors_over_emulated": p.get("prior_ratio"), "previous_emulated_s": p.get("previous_emulated_s"),
+         "this_over_previous_emulation": p.get("repeat_ratio"), "why": p.get("why") or p.get("error") or ""}
         for p in points
     ]  # fmt: skip
     usable = [t for t in table if t["emulated_s"] and t["calibrated_s"]]
@@ -498,8 +500,11 @@ def flowmodel(data: dict) -> Chart:
         rs = [t[key] for t in ts if t[key] is not None]
         return f"{sum(abs(r - 1) <= band for r in rs) / len(rs):.0%} of {len(rs)} within 10%" if rs else "none"
 
+    unseen = [t for t in usable if t["faithful"] and t["replaced_factors_over_emulated"] is not None]
+    again = [t for t in usable if t["this_over_previous_emulation"] is not None]
+
     def draw(fig: Any) -> None:
-        axes = fig.subplots(1, 2, width_ratios=[1, 1.25])
+        axes = fig.subplots(1, 3 if again else 2, width_ratios=[1, 1.25, 1][: 3 if again else 2])
         # fitted on: faithful and network-paced (benchmarks.flowmodel.network_paced); a faithful point
         # the CPU paced is left out of the fit and drawn apart
         good = [t for t in usable if t["faithful"] and t["network_paced"]]
@@ -544,6 +549,10 @@ def flowmodel(data: dict) -> Chart:
                    color="C0", label=f"calibrated, fitted: {within(good, 'calibrated_over_emulated')}")  # fmt: skip
         ax.scatter([t["emulated_s"] for t in held], [t["held_out_over_emulated"] for t in held], s=18, marker="x",
                    color="C3", lw=0.9, label=f"held out: {within(held, 'held_out_over_emulated')}")  # fmt: skip
+        if unseen:  # the factors this run replaced, on points they were never fitted on
+            key = "replaced_factors_over_emulated"
+            ax.scatter([t["emulated_s"] for t in unseen], [t[key] for t in unseen], s=22, marker="+", color="C5",
+                       lw=0.9, label=f"replaced factors, unseen: {within(unseen, key)}")  # fmt: skip
         if tf:
             ax.scatter([t["comm_s"] for t in tf], [t["calibrated_s"] / t["comm_s"] for t in tf], s=70, marker="*",
                        color="C1", edgecolor="k", lw=0.5, zorder=4,
@@ -554,10 +563,24 @@ def flowmodel(data: dict) -> Chart:
         ax.set_title("the error, per point", fontsize=9)
         ax.legend(fontsize=7, loc="upper right")
         _style(ax)
+        if again:  # the emulator against its previous run of the same code: the floor of any model's error
+            ax = axes[2]
+            ax.axhspan(0.9, 1.1, color="C2", alpha=0.15, lw=0)
+            ax.axhline(1.0, color="k", lw=0.7)
+            key = "this_over_previous_emulation"
+            ax.scatter([t["previous_emulated_s"] for t in again], [t[key] for t in again], s=14, color="C7",
+                       label=f"faithful in both: {within(again, key)}")  # fmt: skip
+            ax.set_xscale("log")
+            ax.set_xlabel("previous emulated GST (s)", fontsize=9)
+            ax.set_ylabel("this emulation / the previous one", fontsize=9)
+            ax.set_title("the emulator against itself", fontsize=9)
+            ax.legend(fontsize=7, loc="upper right")
+            _style(ax)
 
     cal = data.get("calibration") or {}
     form = f" (form: {cal['form']})" if cal.get("form") else ""
-    return Chart(f"the flow model against the emulator{form}", list(table[0]), _plain(table), draw, (12.0, 5.4))
+    size = (16.0, 5.4) if again else (12.0, 5.4)
+    return Chart(f"the flow model against the emulator{form}", list(table[0]), _plain(table), draw, size)
 
 
 def kills(data: dict) -> Chart:

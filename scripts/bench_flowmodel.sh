@@ -8,6 +8,9 @@
 #   scripts/bench_flowmodel.sh --quick    (leaf-spine, mesh and ring, one size; factors to $out only)
 # Extra arguments go to `python -m benchmarks.flowmodel` (see --help), e.g. --topologies psnet-testbed.yaml,
 # or --emulated results/bench/flowmodel.json to refit without emulating again.
+# A run that emulates first judges the factors it replaces on its new points (never fitted on
+# them) and compares its points with the previous emulation; a refit does that with
+# --prior-factors FILE and --previous-emulated FILE.
 set -euo pipefail
 
 out=${OUT:-results/bench}   # output folder (flowmodel.json, flowmodel.md)

@@ -53,3 +53,26 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     summary = read_summary(tmp_path / "flowmodel.summary.json")
     assert summary is not None and summary.kind == "benchmark" and summary.quick
     assert summary.provenance.model_dump() == res["provenance"] and res["provenance"]["wall_s"] > 0
+    # a refit of those points judges the factors it replaces on them first (as points it never saw):
+    # the replaced factors simulated on a point give what the first run's calibrated column gave
+    # with them, and the same emulation named as the previous one repeats itself exactly
+    again = tmp_path / "refit"
+    argv = ["--emulated", str(tmp_path / "flowmodel-emulated.json"), "--no-tf", "--out", str(again),
+            "--factors", str(again / "factors.json"), "--prior-factors", str(factors),
+            "--previous-emulated", str(tmp_path / "flowmodel-emulated.json")]  # fmt: skip
+    assert flowmodel.main(argv) == 0
+    res2 = json.loads((again / "flowmodel.json").read_text())
+    first = {(r["topology"], r["scheme"]): r for r in rows}
+    judged = [r for r in res2["points"] if r["faithful"]]
+    for r in res2["points"]:
+        assert r["prior_s"] == pytest.approx(first[(r["topology"], r["scheme"])]["calibrated_s"], rel=1e-6), r
+        if r["faithful"]:
+            assert r["repeat_ratio"] == pytest.approx(1.0)
+    unseen = res2["unseen"]
+    assert unseen["prior"]["file"] == str(factors) and unseen["prior"]["all_faithful"]["points"] == len(judged)
+    assert unseen["repeat"]["points"] == len(judged) and unseen["repeat"]["median_abs_error"] == pytest.approx(0)
+    md2 = (again / "flowmodel.md").read_text()
+    assert (
+        "**The factors this run replaces, on points they never saw**" in md2
+        and "| replaced factors / emulated |" in md2
+    )

@@ -1,0 +1,60 @@
+"""The flow-model benchmark's unseen judgment (benchmarks.flowmodel.judge_unseen): a factors file
+judged on emulated points it was never fitted on, and an emulation against the previous one of
+the same code. Real SimGrid simulations of real schedules; the emulated times are set from the
+simulated ones so that the expected errors are known exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("simgrid", reason="python3-simgrid (scripts/setup.sh links it into the venv)")
+
+
+def test_a_factors_file_is_read_by_the_flow_models_reader_and_the_override_is_restored(tmp_path: Path):
+    from benchmarks.flowmodel import factors_settings, prior_record
+
+    f = tmp_path / "factors.json"
+    f.write_text(json.dumps({"network/model": "LV08", "flowmodel/message-latency-s": "0.002", "form": "latency",
+                             "date": "2026-12-02", "fit": {"points": 7}}))  # fmt: skip
+    before = os.environ.get("PSNET_FLOWMODEL_FACTORS")
+    cfg = factors_settings(f)
+    assert cfg["network/model"] == "LV08" and cfg["flowmodel/message-latency-s"] == "0.002"
+    assert cfg["network/optim"] == "Full"  # the reader's own rule, whatever a file says
+    assert os.environ.get("PSNET_FLOWMODEL_FACTORS") == before
+    rec = prior_record(f)
+    assert rec["form"] == "latency" and rec["fitted_points"] == 7 and rec["settings"] == cfg
+
+
+def test_unseen_points_and_the_emulator_against_itself(tmp_path: Path):
+    from benchmarks.flowmodel import cases, judge_unseen, simulate_case, unseen_lines
+    from models.flow.simgrid import BASE_CONFIG
+
+    todo = cases("leafspine-2rack.yaml", ("mesh", "ring"), (0.4,), 2)
+    assert [c.scheme for c in todo] == ["mesh", "ring"]
+    exact = [simulate_case(c, dict(BASE_CONFIG)) for c in todo]
+    # this emulation: 8% over exact max-min on both; the previous one: ring 1.0x, mesh not faithful
+    rows = [{"topology": c.topology, "scheme": c.scheme, "size_s": c.size_s, "emulated_s": 1.08 * t,
+             "faithful": True, "network_paced": True} for c, t in zip(todo, exact, strict=True)]  # fmt: skip
+    previous = {
+        ("leafspine-2rack.yaml", "ring", 0.4): {"emulated_s": exact[1], "faithful": True},
+        ("leafspine-2rack.yaml", "mesh", 0.4): {"emulated_s": exact[0], "faithful": False},
+    }
+    prior = {"file": "exact.json", "form": "max-min", "settings": dict(BASE_CONFIG), "held_out": {}}
+    out = judge_unseen(todo, rows, [], prior, previous)
+    for r, t in zip(rows, exact, strict=True):
+        assert r["prior_s"] == pytest.approx(t, rel=1e-6) and r["prior_ratio"] == pytest.approx(1 / 1.08)
+    p = out["prior"]
+    assert p["paced"]["points"] == 2 and p["paced"]["median_abs_error"] == pytest.approx(1 - 1 / 1.08)
+    assert p["paced"]["within_10pct"] == 1.0 and p["paced"]["within_5pct"] == 0.0
+    assert set(p["by_scheme"]) == {"mesh", "ring"}
+    # only ring was faithful in both emulations: it moved 8% between them
+    assert "repeat_ratio" not in rows[0] and rows[1]["repeat_ratio"] == pytest.approx(1.08)
+    assert out["repeat"]["points"] == 1 and out["repeat"]["within_10pct"] == 1.0
+    assert out["repeat"]["prior_where_steady"] is None  # no point repeated itself within 5%
+    text = unseen_lines(out)
+    assert "median |error| 7.4%, 100% within 10%, 0% within 5% of 2 network-paced faithful points" in text
+    assert "median |change| 8.0%" in text and "of 1 points" in text
