@@ -22,12 +22,14 @@ gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emu
 4. every point simulated again with the fitted settings (the calibrated column) and each faithful
    point with the fit its topology was left out of (the held-out column).
 
-5. before the refit, the factors file it replaces judged on this run's points (`judge_unseen`):
+5. besides the refit, the factors file it replaces judged on this run's points (`judge_unseen`):
    points that file was never fitted on, the first truly unseen test of a calibration (the
    held-out columns have seen every point once: the form's ranking was chosen by reading them);
    and the emulator against itself, point by point against the previous emulation of the same
    code where one is given (`--previous-emulated`, by default the emulated points this run
-   replaces): how far the emulator repeats itself bounds how close any model can come.
+   replaces): how far the emulator repeats itself bounds how close any model can come. Where
+   the replaced factors predict these points better than the refit does held out (the same
+   points, `keep_replaced`), they are written back unchanged and the report says so.
 
 `--emulated FILE` refits from the points of an earlier run (no emulation; the TF points only
 with `--tf-emulated`; no unseen judgment unless `--prior-factors` names the factors to judge).
@@ -525,6 +527,38 @@ def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior:
     return out
 
 
+def goal_key(e: dict) -> tuple[bool, float, float]:
+    """models.flow.fit.rank_key's order (the goal's median, then the share outside 10%, then the
+    median) on an `_errors` record."""
+    return (e["median_abs_error"] > 0.05, 1 - e["within_10pct"], e["median_abs_error"])
+
+
+def keep_replaced(cal: dict, unseen: dict) -> dict | None:
+    """Whether the factors this run replaces predicted its points better than the refit does held
+    out, on the same points (faithful, network-paced): both are errors on points the factors were
+    not fitted on, so the better one is the calibration to use. A refit is no better for being
+    newer: a noisier emulation fits worse terms. Returns the comparison where the replaced factors
+    win (main then writes them back unchanged), None where the refit wins or nothing compares."""
+    prior = unseen.get("prior")
+    refit = (cal.get("held_out") or {}).get("simulated")
+    if not prior or not refit or not prior["paced"]["points"] or prior["paced"]["points"] != refit["points"]:
+        return None
+    if goal_key(prior["paced"]) >= goal_key(refit):
+        return None
+    return {"replaced": prior["paced"], "refit_held_out": refit, "file": prior["file"], "form": prior["form"]}
+
+
+def kept_line(kept: dict) -> str:
+    a, b = kept["replaced"], kept["refit_held_out"]
+    return (
+        f"**Written: the factors this run replaced, kept** (form {kept['form']}). On this run's {a['points']} "
+        f"network-paced faithful points, which neither was fitted on, they predict better than the refit does "
+        f"held out: {a['median_abs_error'] * 100:.1f}% median, {a['within_10pct'] * 100:.0f}% within 10% against "
+        f"{b['median_abs_error'] * 100:.1f}%, {b['within_10pct'] * 100:.0f}% (`keep_replaced`). The refit below "
+        "and its columns 'simulated, calibrated' and 'held out' are reported for the comparison, not written."
+    )
+
+
 def unseen_lines(unseen: dict) -> str:
     """The report's paragraph on the unseen judgment (judge_unseen): the replaced factors on new
     points, and the emulator against its previous run."""
@@ -779,6 +813,8 @@ def format_tables(res: dict) -> str:
         for r in res["points"]
     ]  # fmt: skip
     parts = ["### Simulated against emulated communication time\n\n" + md_table(head, rows)]
+    if res.get("kept"):
+        parts.append(kept_line(res["kept"]))
     if "calibration" in res:
         cal = res["calibration"]
         f = cal["fit"]
@@ -888,6 +924,7 @@ def main(argv: list[str] | None = None) -> int:
     # what the unseen judgment compares with, read before this run overwrites either file
     prior_path = Path(args.prior_factors) if args.prior_factors else None if args.emulated else factors
     prior = prior_record(prior_path) if prior_path is not None and prior_path.is_file() else None
+    prior_text = prior_path.read_text() if prior is not None else ""  # written back where it is kept
     if args.prior_factors and prior is None:
         raise SystemExit(f"--prior-factors {args.prior_factors}: no such file; name a factors file to judge")
     prev_path = (
@@ -937,6 +974,10 @@ def main(argv: list[str] | None = None) -> int:
         res["tf"] = tf_rows
     if prior is not None or previous:
         res["unseen"] = judge_unseen(todo, rows, tf_rows, prior, previous)
+        res["kept"] = keep_replaced(res["calibration"], res["unseen"])
+        if res["kept"]:
+            write_text_atomic(factors, prior_text)
+            LOG.info("%s: the replaced factors kept (they predict this run's points better than the refit)", factors)
     res["meta"]["factors_file"] = str(factors)
     res["meta"]["wall_s"] = time.monotonic() - t0
     write_results(

@@ -58,3 +58,21 @@ def test_unseen_points_and_the_emulator_against_itself(tmp_path: Path):
     text = unseen_lines(out)
     assert "median |error| 7.4%, 100% within 10%, 0% within 5% of 2 network-paced faithful points" in text
     assert "median |change| 8.0%" in text and "of 1 points" in text
+
+
+def test_the_replaced_factors_are_kept_only_where_they_predict_the_same_points_better():
+    from benchmarks.flowmodel import keep_replaced, kept_line
+
+    def errs(median: float, within: float, n: int = 100) -> dict:
+        return {"median_abs_error": median, "within_10pct": within, "within_5pct": 0.5, "points": n}
+
+    cal = {"held_out": {"simulated": errs(0.049, 0.83)}}
+    better = {"prior": {"paced": errs(0.028, 0.84), "file": "f.json", "form": "headers, load"}}
+    kept = keep_replaced(cal, better)
+    assert kept and kept["replaced"]["within_10pct"] == 0.84 and kept["refit_held_out"]["within_10pct"] == 0.83
+    assert "2.8% median, 84% within 10% against 4.9%, 83%" in kept_line(kept)
+    # fewer points outside 10% wins over a smaller median (the goal's order, rank_key's)
+    assert keep_replaced(cal, {"prior": {**better["prior"], "paced": errs(0.030, 0.80)}}) is None
+    # judged on other points, or with no held-out refit: nothing to compare, the refit is written
+    assert keep_replaced(cal, {"prior": {**better["prior"], "paced": errs(0.028, 0.84, n=90)}}) is None
+    assert keep_replaced({"held_out": None}, better) is None and keep_replaced(cal, {}) is None
