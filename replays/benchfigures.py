@@ -500,7 +500,8 @@ def flowmodel(data: dict) -> Chart:
         rs = [t[key] for t in ts if t[key] is not None]
         return f"{sum(abs(r - 1) <= band for r in rs) / len(rs):.0%} of {len(rs)} within 10%" if rs else "none"
 
-    unseen = [t for t in usable if t["faithful"] and t["replaced_factors_over_emulated"] is not None]
+    # judged as the report's line judges them: faithful, network-paced points
+    unseen = [t for t in usable if t["faithful"] and t["network_paced"] and t["replaced_factors_over_emulated"]]
     again = [t for t in usable if t["this_over_previous_emulation"] is not None]
 
     def draw(fig: Any) -> None:
@@ -579,6 +580,8 @@ def flowmodel(data: dict) -> Chart:
 
     cal = data.get("calibration") or {}
     form = f" (form: {cal['form']})" if cal.get("form") else ""
+    if data.get("kept"):  # benchmarks.flowmodel.keep_replaced: the replaced factors were written back
+        form = f" (written: the replaced factors, form {data['kept']['form']}; the refit drawn: {cal.get('form')})"
     size = (16.0, 5.4) if again else (12.0, 5.4)
     return Chart(f"the flow model against the emulator{form}", list(table[0]), _plain(table), draw, size)
 
