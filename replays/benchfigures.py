@@ -475,6 +475,22 @@ def _dark_colour(dark: float | None, darks: list[float]) -> str:
     return f"C{darks.index(dark)}" if dark in darks else "C9"
 
 
+def _ratio_band(ax: Any) -> None:
+    """A ratio panel's ±10% band and its line at 1 (drawn under the points)."""
+    ax.axhspan(0.9, 1.1, color="C2", alpha=0.15, lw=0)
+    ax.axhline(1.0, color="k", lw=0.7)
+
+
+def _ratio_axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
+    """A ratio panel's log time axis, labels, title and legend."""
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel, fontsize=9)
+    ax.set_ylabel(ylabel, fontsize=9)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper right")
+    _style(ax)
+
+
 def flowmodel(data: dict) -> Chart:
     """The SimGrid flow model's simulated time against the emulated one, calibrated and held out."""
     (points,) = _need(data, "points")
@@ -537,8 +553,7 @@ def flowmodel(data: dict) -> Chart:
         ax.legend(fontsize=7, loc="upper left")
         _style(ax)
         ax = axes[1]
-        ax.axhspan(0.9, 1.1, color="C2", alpha=0.15, lw=0)
-        ax.axhline(1.0, color="k", lw=0.7)
+        _ratio_band(ax)
         for band in (0.95, 1.05):
             ax.axhline(band, color="C2", lw=0.7, ls=":")
         ax.scatter([t["emulated_s"] for t in bad], [t["calibrated_over_emulated"] for t in bad], s=12, color=GREY,
@@ -558,25 +573,15 @@ def flowmodel(data: dict) -> Chart:
             ax.scatter([t["comm_s"] for t in tf], [t["calibrated_s"] / t["comm_s"] for t in tf], s=70, marker="*",
                        color="C1", edgecolor="k", lw=0.5, zorder=4,
                        label=f"TF PS job, never fitted on ({len(tf)}): simulated / measured")  # fmt: skip
-        ax.set_xscale("log")
-        ax.set_xlabel("emulated GST (s)", fontsize=9)
-        ax.set_ylabel("simulated / emulated (band ±10%, dotted ±5%)", fontsize=9)
-        ax.set_title("the error, per point", fontsize=9)
-        ax.legend(fontsize=7, loc="upper right")
-        _style(ax)
+        _ratio_axes(ax, "emulated GST (s)", "simulated / emulated (band ±10%, dotted ±5%)", "the error, per point")
         if again:  # the emulator against its previous run of the same code: the floor of any model's error
             ax = axes[2]
-            ax.axhspan(0.9, 1.1, color="C2", alpha=0.15, lw=0)
-            ax.axhline(1.0, color="k", lw=0.7)
+            _ratio_band(ax)
             key = "this_over_previous_emulation"
             ax.scatter([t["previous_emulated_s"] for t in again], [t[key] for t in again], s=14, color="C7",
                        label=f"faithful in both: {within(again, key)}")  # fmt: skip
-            ax.set_xscale("log")
-            ax.set_xlabel("previous emulated GST (s)", fontsize=9)
-            ax.set_ylabel("this emulation / the previous one", fontsize=9)
-            ax.set_title("the emulator against itself", fontsize=9)
-            ax.legend(fontsize=7, loc="upper right")
-            _style(ax)
+            title = "the emulator against itself"
+            _ratio_axes(ax, "previous emulated GST (s)", "this emulation / the previous one", title)
 
     cal = data.get("calibration") or {}
     form = f" (form: {cal['form']})" if cal.get("form") else ""
