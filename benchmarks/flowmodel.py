@@ -33,6 +33,11 @@ gradient sizes (the schedule's busiest cable busy for SIZES_S seconds at the emu
 
 `--emulated FILE` refits from the points of an earlier run (no emulation; the TF points only
 with `--tf-emulated`; no unseen judgment unless `--prior-factors` names the factors to judge).
+`--emulated FILE FILE ...` (repeats of the same code, this emulation first) refits on each
+point's median over its faithful repeats (`merge_repeats`): the emulator's run-to-run spread is
+the floor under any model's error, and the median of repeats lowers it; the replaced factors
+are still judged on the first file's own times, and the emulator against itself is the first
+file against the second.
 
 The TF PS job (tf-ps) is never fitted on: its measured communication is the links' busy time in
 0.25-s windows (runs.steptime) and TF splits the model by whole variables, not S/P, so its
@@ -263,11 +268,89 @@ def phase_utilisation(fidelity: str) -> float | None:
 def network_paced(row: dict, maxmin_s: float) -> bool:
     """Whether the network paced this emulated point: its transfer phases kept the busiest link
     at >= PACED_SHARE of what the schedule allows (the busiest cable's time over its exact max-min
-    time); a point without judged phases counts as paced (the verdict's peak rule judged it)."""
-    util = phase_utilisation(row.get("fidelity", ""))
-    if util is None or not maxmin_s or not row.get("expected_s"):
+    time); a point without judged phases counts as paced (the verdict's peak rule judged it). A
+    point that is the median of repeats (merge_repeats) is paced where every faithful repeat was:
+    one run the CPU paced moves the median as much as it moves a single run."""
+    if not maxmin_s or not row.get("expected_s"):
         return True
-    return util >= PACED_SHARE * min(1.0, row["expected_s"] / maxmin_s)
+    allows = PACED_SHARE * min(1.0, row["expected_s"] / maxmin_s)
+    utils = [phase_utilisation(text) for text in row.get("repeat_fidelity") or [row.get("fidelity", "")]]
+    return all(u is None or u >= allows for u in utils)
+
+
+def merge_repeats(runs: list[list[dict]], key, value: str = "emulated_s") -> list[dict]:
+    """Several emulations of the same code as one set of points, each the median of its faithful
+    repeats: the emulator moves 18-40% between two runs of the same code on the incasts and the
+    relaying schemes (2026-12-02), so a single run is a noisy target for any model, and the median
+    of repeats the better estimate of what the emulator does. `runs[0]` is this emulation (its
+    points and their order; a point only the others have is left out); `key(row)` matches a point
+    across runs, `value` is the time field (emulated_s, or comm_s for the TF job's rows).
+
+    Each merged row is a copy of this emulation's row, or of its first faithful repeat where this
+    emulation's was not faithful, with `value` the median of the faithful repeats, `faithful`
+    where any repeat was, `repeats_s` (each run's time, None where not faithful), `this_s` and
+    `this_faithful` (this emulation's own, which the unseen judgment scores), `repeat_fidelity`
+    (the faithful repeats' verdicts, for network_paced) and `repeat_spread` (the slowest faithful
+    repeat over the fastest, where two or more were). statistics.median is the whole method."""
+
+    def ok(r: dict | None) -> bool:
+        return bool(r is not None and r.get("faithful") and r.get(value))
+
+    others = [{key(r): r for r in run} for run in runs[1:]]
+    merged = []
+    for row in runs[0]:
+        reps = [row, *(o.get(key(row)) for o in others)]
+        good = [r for r in reps if ok(r)]
+        out = dict(good[0] if good else row)
+        times = [r[value] if ok(r) else None for r in reps]
+        out.update(this_s=row.get(value), this_faithful=bool(row.get("faithful") and row.get(value)), repeats_s=times)
+        if good:
+            secs = [r[value] for r in good]
+            out.update({value: statistics.median(secs)}, faithful=True)
+            out["repeat_fidelity"] = [r.get("fidelity", "") for r in good]
+            out["repeat_spread"] = max(secs) / min(secs) if len(secs) > 1 else None
+        merged.append(out)
+    return merged
+
+
+def point_key(row: dict) -> tuple[str, str, float]:
+    """A scheme point across emulations: (topology, scheme, size)."""
+    return row["topology"], row["scheme"], row["size_s"]
+
+
+def repeats_summary(rows: list[dict], runs: list[dict]) -> dict:
+    """What merged rows (merge_repeats) are the median of: the runs (`runs`: file, start, commit
+    and faithful points of each), how many faithful repeats each point had, and the repeats'
+    spread (the slowest faithful repeat over the fastest, where two or more were)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        n = sum(t is not None for t in r["repeats_s"])
+        counts[str(n)] = counts.get(str(n), 0) + 1
+    spreads = [r["repeat_spread"] - 1 for r in rows if r.get("repeat_spread")]
+    spread = {
+        "median": statistics.median(spreads) if spreads else None,
+        "within_10pct": sum(x <= 0.10 for x in spreads) / len(spreads) if spreads else None,
+        "points": len(spreads),
+    }
+    return {"runs": runs, "faithful_repeats": counts, "spread": spread}
+
+
+def read_repeats(files: list[str], points: str = "points") -> tuple[list[list[dict]], list[dict], list[dict]]:
+    """The emulated points of each file (one --emulated or --tf-emulated file each), what each file
+    says of its run (file, start, commit, faithful points; for merge_repeats and the report) and
+    each file's whole meta record."""
+    runs, about, metas = [], [], []
+    for f in files:
+        path = Path(f)
+        if not path.is_file():
+            raise SystemExit(f"{f}: no such file; name an earlier run's flowmodel-emulated.json")
+        data = json.loads(path.read_text())
+        m = data.get("meta") or {}
+        runs.append(data[points])
+        metas.append(m)
+        about.append({"file": f, "started": m.get("started"), "commit": m.get("git_commit"),
+                      "faithful": sum(1 for r in data[points] if r.get("faithful"))})  # fmt: skip
+    return runs, about, metas
 
 
 def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
@@ -299,8 +382,12 @@ def simulate_points(todo: list[Case], rows: list[dict], grid: list) -> list:
 
 
 def _errors(errs: list[float]) -> dict:
+    """Median |error|, the shares within 5% and 10%, and the count (None but the count where there
+    is no error to judge: numpy's median of nothing warns and gives nan)."""
     import numpy as np
 
+    if not errs:
+        return {"median_abs_error": None, "within_5pct": None, "within_10pct": None, "points": 0}
     a = np.abs(np.array(errs))
     return {
         "median_abs_error": float(np.median(a)),
@@ -351,10 +438,11 @@ def calibrate(todo: list[Case], rows: list[dict], out_factors: Path, res_meta: d
 
     forms = candidate_forms()
     points = simulate_points(todo, rows, grid_of(forms))
-    faithful = [p for p, use in zip(points, fit_rows(rows), strict=True) if use]
+    uses = fit_rows(rows)
+    faithful = [p for p, use in zip(points, uses, strict=True) if use]
     for p, row in zip(points, rows, strict=True):
         row["network_paced"] = network_paced(row, p.base_s)
-    used = [p for p, row, use in zip(points, rows, fit_rows(rows), strict=True) if use and row["network_paced"]]
+    used = [p for p, row, use in zip(points, rows, uses, strict=True) if use and row["network_paced"]]
     fitted_on = (
         "faithful points of benchmarks/flowmodel.py (scheme engine GST, compute 0) whose transfer phases kept "
         f"the busiest link at >= {PACED_SHARE:.0%} of what their schedule allows (network-paced; "
@@ -453,9 +541,11 @@ def factors_settings(path: Path) -> dict[str, str]:
 def prior_record(path: Path) -> dict:
     """What the factors file being judged says of itself (its form, when, where and at which
     commit it was fitted, on how many points): the report names the calibration it judged."""
-    data = json.loads(path.read_text())
+    text = path.read_text()
+    data = json.loads(text)
     fit = data.get("fit") or {}
     return {
+        "text": text,  # written back unchanged where keep_replaced keeps it
         "file": str(path),
         "form": data.get("form") or fit.get("form"),
         "date": data.get("date"),
@@ -476,46 +566,65 @@ def _by_scheme(rows: list[dict], key: str) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in sorted(per.items())}
 
 
+def _this(r: dict, value: str = "emulated_s") -> tuple[float | None, bool]:
+    """This emulation's own time of a row and whether it was faithful: a merged row's
+    (merge_repeats) `this_s`, not the median of the repeats (the other runs may be ones the judged
+    factors were fitted on)."""
+    if "this_s" in r:
+        return r["this_s"], r["this_faithful"]
+    return r.get(value), bool(r.get("faithful"))
+
+
 def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior: dict | None, previous: dict) -> dict:
     """The calibration this run replaces (`prior`, from prior_record) on this run's emulated points,
     which it was never fitted on, and this emulation against the `previous` one of the same code
     ((topology, scheme, size) -> row): per row `prior_s` / `prior_ratio` (the old factors' time over
-    the emulated one) and `repeat_ratio` (this emulation over the previous, both faithful).
+    this emulation's) and `repeat_ratio` (this emulation over the previous, both faithful).
 
     Judged as the held-out columns are: on the faithful network-paced points (`network_paced`,
     set by calibrate) and, apart, on every faithful point; the TF PS job's rows too. The repeat
     says how far the emulator itself moves between two runs of the same code: a point that moves
-    10% between runs cannot be predicted within 10% by any model, however fitted."""
+    10% between runs cannot be predicted within 10% by any model, however fitted. Where the rows
+    are medians of repeats (merge_repeats), the old factors are also judged on the medians
+    (`paced_median`, the refit's own targets, which keep_replaced compares), though they may
+    have been fitted on one of the repeats (which favours them)."""
     out: dict = {}
     if prior is not None:
         cfg = prior["settings"]
         secs = simulate_pairs([(c, cfg) for c in todo])
         for r, t in zip(rows, secs, strict=True):
+            mine, _ = _this(r)
             r["prior_s"] = t
-            r["prior_ratio"] = t / r["emulated_s"] if r["emulated_s"] and t == t else None
-        judged = [r for r in rows if r["faithful"] and r.get("prior_ratio") is not None]
+            r["prior_ratio"] = t / mine if mine and t == t else None
+            if "this_s" in r and r["faithful"] and t == t:
+                r["prior_median_ratio"] = t / r["emulated_s"]
+        judged = [r for r in rows if r.get("prior_ratio") is not None and _this(r)[1]]
         paced = [r for r in judged if r.get("network_paced", True)]
         out["prior"] = {
-            **{k: v for k, v in prior.items() if k != "settings"},
+            **{k: v for k, v in prior.items() if k not in ("settings", "text")},
             "paced": _errors([r["prior_ratio"] - 1 for r in paced]),
             "all_faithful": _errors([r["prior_ratio"] - 1 for r in judged]),
             "by_scheme": _by_scheme(paced, "prior_ratio"),
         }
+        paced_medians = [r for r in rows if "prior_median_ratio" in r and r.get("network_paced", True)]
+        medians = [r["prior_median_ratio"] - 1 for r in paced_medians]
+        if medians:
+            out["prior"]["paced_median"] = _errors(medians)
         if tf_rows:
-            from runs.simulate import plan, run
+            from runs.simulate import run
 
             for r in tf_rows:
-                p = plan(TOP / "workloads" / "experiments" / r["experiment"], [f"iterations={TF_ITERATIONS}"])
-                r["prior_s"] = run(p, config=cfg).result.iteration_s
-                r["prior_ratio"] = r["prior_s"] / r["comm_s"] if r.get("comm_s") else None
-            tf = [r for r in tf_rows if r.get("faithful") and r.get("prior_ratio") is not None]
+                r["prior_s"] = run(_tf_plan(r), config=cfg).result.iteration_s
+                mine, _ = _this(r, "comm_s")
+                r["prior_ratio"] = r["prior_s"] / mine if mine else None
+            tf = [r for r in tf_rows if r.get("prior_ratio") is not None and _this(r, "comm_s")[1]]
             out["prior"]["tf"] = _errors([r["prior_ratio"] - 1 for r in tf]) if tf else None
     if previous:
         for r in rows:
-            old = previous.get((r["topology"], r["scheme"], r["size_s"]))
-            if old and old.get("faithful") and old.get("emulated_s") and r["faithful"] and r["emulated_s"]:
+            old, (mine, ok) = previous.get(point_key(r)), _this(r)
+            if old and old.get("faithful") and old.get("emulated_s") and mine and ok:
                 r["previous_emulated_s"] = old["emulated_s"]
-                r["repeat_ratio"] = r["emulated_s"] / old["emulated_s"]
+                r["repeat_ratio"] = mine / old["emulated_s"]
         again = [r for r in rows if r.get("repeat_ratio") is not None]
         steady = [r for r in again if abs(r["repeat_ratio"] - 1) <= 0.05 and r.get("prior_ratio") is not None]
         out["repeat"] = {
@@ -538,25 +647,45 @@ def keep_replaced(cal: dict, unseen: dict) -> dict | None:
     out, on the same points (faithful, network-paced): both are errors on points the factors were
     not fitted on, so the better one is the calibration to use. A refit is no better for being
     newer: a noisier emulation fits worse terms. Returns the comparison where the replaced factors
-    win (main then writes them back unchanged), None where the refit wins or nothing compares."""
+    win (main then writes them back unchanged), None where the refit wins or nothing compares.
+    Where the points are medians of repeats, both are judged on the medians (the refit's targets;
+    the replaced factors may have been fitted on one repeat, so a refit that wins wins clearly)."""
     prior = unseen.get("prior")
     refit = (cal.get("held_out") or {}).get("simulated")
-    if not prior or not refit or not prior["paced"]["points"] or prior["paced"]["points"] != refit["points"]:
+    theirs = prior and (prior.get("paced_median") or prior["paced"])
+    if not theirs or not refit or not theirs["points"] or theirs["points"] != refit["points"]:
         return None
-    if goal_key(prior["paced"]) >= goal_key(refit):
+    if goal_key(theirs) >= goal_key(refit):
         return None
-    return {"replaced": prior["paced"], "refit_held_out": refit, "file": prior["file"], "form": prior["form"]}
+    medians = "paced_median" in prior
+    return {"replaced": theirs, "refit_held_out": refit, "file": prior["file"], "form": prior["form"],
+            "medians": medians}  # fmt: skip
 
 
 def kept_line(kept: dict) -> str:
     a, b = kept["replaced"], kept["refit_held_out"]
     return (
         f"**Written: the factors this run replaced, kept** (form {kept['form']}). On this run's {a['points']} "
-        f"network-paced faithful points, which neither was fitted on, they predict better than the refit does "
+        + (
+            "network-paced faithful points (medians of the repeats, one of which they may have been fitted on)"
+            if kept.get("medians")
+            else "network-paced faithful points, which neither was fitted on"
+        )
+        + ", they predict better than the refit does "
         f"held out: {a['median_abs_error'] * 100:.1f}% median, {a['within_10pct'] * 100:.0f}% within 10% against "
         f"{b['median_abs_error'] * 100:.1f}%, {b['within_10pct'] * 100:.0f}% (`keep_replaced`). The refit below "
         "and its columns 'simulated, calibrated' and 'held out' are reported for the comparison, not written."
     )
+
+
+def _pct(e: dict, fives: bool = False) -> str:
+    """An `_errors` record as the report says it: "2.8%, 84% within 10%" (", 68% within 5%")."""
+    text = f"{e['median_abs_error'] * 100:.1f}%, {e['within_10pct'] * 100:.0f}% within 10%"
+    return text + (f", {e['within_5pct'] * 100:.0f}% within 5%" if fives else "")
+
+
+def _schemes(by: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v * 100:.1f}%" for k, v in by.items())
 
 
 def unseen_lines(unseen: dict) -> str:
@@ -564,49 +693,57 @@ def unseen_lines(unseen: dict) -> str:
     points, and the emulator against its previous run."""
     parts = []
     p = unseen.get("prior")
-    if p:
-        e, a = p["paced"], p["all_faithful"]
-        ho = p.get("held_out") or {}
-        was = (
-            f" (their own held-out figure when fitted: {ho['median_abs_error'] * 100:.1f}%, "
-            f"{ho['within_10pct'] * 100:.0f}% within 10%)"
-            if ho.get("median_abs_error") is not None
-            else ""
-        )
-        schemes = ", ".join(f"{k} {v * 100:.1f}%" for k, v in p["by_scheme"].items())
-        tf = p.get("tf")
+    if p and p["paced"]["points"]:
+        e, a, ho, tf = p["paced"], p["all_faithful"], p.get("held_out") or {}, p.get("tf")
+        was = f" (their own held-out figure when fitted: {_pct(ho)})" if ho.get("median_abs_error") is not None else ""
+        med = p.get("paced_median")
         parts.append(
             f"**The factors this run replaces, on points they never saw** ({p['file']}: form {p['form']}, fitted "
             f"{(p.get('date') or '?')[:10]} at commit {(p.get('commit') or '?')[:10]} on {p.get('fitted_points')} "
-            f"points; the column 'replaced factors / emulated'): median |error| {e['median_abs_error'] * 100:.1f}%, "
-            f"{e['within_10pct'] * 100:.0f}% within 10%, {e['within_5pct'] * 100:.0f}% within 5% of {e['points']} "
-            f"network-paced faithful points{was}; on every faithful point ({a['points']}): "
-            f"{a['median_abs_error'] * 100:.1f}%, {a['within_10pct'] * 100:.0f}% within 10%. Per scheme (median): "
-            f"{schemes}."
+            f"points; the column 'replaced factors / emulated', against this emulation's own times): median |error| "
+            f"{_pct(e, True)} of {e['points']} network-paced faithful points{was}; on every faithful point "
+            f"({a['points']}): {_pct(a)}. Per scheme (median): {_schemes(p['by_scheme'])}."
+            + (f" The TF PS job: {_pct(tf)} of {tf['points']}." if tf else "")
             + (
-                f" The TF PS job: {tf['median_abs_error'] * 100:.1f}%, {tf['within_10pct'] * 100:.0f}% within 10% "
-                f"of {tf['points']}."
-                if tf
+                f" On the medians of the repeats (the refit's targets; one repeat may be one they were fitted on): "
+                f"{_pct(med, True)} of {med['points']}."
+                if med
                 else ""
             )
         )
     r = unseen.get("repeat")
     if r and r["points"]:
-        schemes = ", ".join(f"{k} {v * 100:.1f}%" for k, v in r["by_scheme"].items())
         steady = r.get("prior_where_steady")
         parts.append(
             f"**The emulator against itself** (this emulation over the previous one of the same code, points "
-            f"faithful in both; the column 'this / previous emulation'): median |change| "
-            f"{r['median_abs_error'] * 100:.1f}%, {r['within_10pct'] * 100:.0f}% within 10%, "
-            f"{r['within_5pct'] * 100:.0f}% within 5% of {r['points']} points. Per scheme (median): {schemes}."
+            f"faithful in both; the column 'this / previous emulation'): median |change| {_pct(r, True)} of "
+            f"{r['points']} points. Per scheme (median): {_schemes(r['by_scheme'])}."
             + (
                 f" Where it repeated itself within 5% ({steady['points']} points), the replaced factors: "
-                f"{steady['median_abs_error'] * 100:.1f}%, {steady['within_10pct'] * 100:.0f}% within 10%."
+                f"{_pct(steady)}."
                 if steady
                 else ""
             )
         )
     return "\n\n".join(parts)
+
+
+def repeats_line(repeats: dict) -> str:
+    """The report's paragraph on the merged repeats (repeats_summary): what each point's emulated
+    time is the median of, and how much the repeats spread."""
+    runs = "; ".join(f"{m['file']} ({(m.get('started') or '?')[:16]}, commit {(m.get('commit') or '?')[:8]}, "
+                     f"{m['faithful']} faithful)" for m in repeats["runs"])  # fmt: skip
+    n = repeats["faithful_repeats"]
+    counts = ", ".join(f"{k} of {len(repeats['runs'])}: {v} points" for k, v in sorted(n.items(), reverse=True))
+    sp = repeats["spread"]
+    return (
+        f"**Each point the median of {len(repeats['runs'])} emulations of the same code** (`merge_repeats`; the "
+        f"column 'repeats, slowest / fastest'): {runs}. Faithful repeats per point: {counts}. A point is faithful "
+        "where one repeat was and network-paced where every faithful repeat was. The repeats' spread (slowest "
+        f"over fastest, points with two or more): median {sp['median'] * 100:.1f}%, {sp['within_10pct'] * 100:.0f}% "
+        f"within 10% of {sp['points']} points. The fit, the held-out columns and the goal below are judged on "
+        "the medians."
+    )
 
 
 def point_topology(p) -> str:
@@ -699,15 +836,22 @@ def emulate_tf(names: tuple[str, ...], tmp: Path) -> list[dict]:
     return rows
 
 
+def _tf_plan(row: dict):
+    """`testbed simulate`'s plan (runs.simulate) of a TF row's file, the same short job."""
+    from runs.simulate import plan
+
+    return plan(TOP / "workloads" / "experiments" / row["experiment"], [f"iterations={TF_ITERATIONS}"])
+
+
 def simulate_tf(rows: list[dict], config: dict[str, str]) -> None:
     """`testbed simulate` of the same files (runs.simulate, the same short job) beside each TF
     row: exact max-min, the calibrated model, and the busiest cable's bound; the error is the
     calibrated model's against the measured communication (these points are never fitted on)."""
     from models.flow.simgrid import BASE_CONFIG
-    from runs.simulate import plan, run
+    from runs.simulate import run
 
     for row in rows:
-        p = plan(TOP / "workloads" / "experiments" / row["experiment"], [f"iterations={TF_ITERATIONS}"])
+        p = _tf_plan(row)
         exact = run(p, config=dict(BASE_CONFIG))
         calibrated = run(p, config=config)
         row.update(
@@ -794,6 +938,15 @@ def forms_table(forms: list[dict]) -> str:
     return md_table(head, rows)
 
 
+def _spread(row: dict) -> str:
+    """A merged row's repeats as the table says them: "3: 1.084" (faithful repeats: slowest over
+    fastest), "1: -" (one faithful), "-" (not merged)."""
+    if "repeats_s" not in row:
+        return "-"
+    n = sum(t is not None for t in row["repeats_s"])
+    return f"{n}: {fmt(row.get('repeat_spread'), '.3f')}"
+
+
 def _where(row: dict) -> str:
     """A point's topology as the table names it, with how it was run where not as its file says."""
     return row["topology"].removesuffix(".yaml") + (f" {row['note']}" if row.get("note") else "")
@@ -802,17 +955,20 @@ def _where(row: dict) -> str:
 def format_tables(res: dict) -> str:
     head = ["topology", "traffic", "hosts", "busiest cable (s)", "veth cables (Gbit/s)", "emulated GST (s)",
             "simulated, max-min (s)", "simulated, calibrated (s)", "calibrated / emulated", "within 5%?",
-            "held out / emulated", "replaced factors / emulated", "this / previous emulation", "why not"]  # fmt: skip
+            "held out / emulated", "replaced factors / emulated", "this / previous emulation",
+            "repeats, slowest / fastest", "why not"]  # fmt: skip
     rows = [
         [_where(r), f"{r['scheme']} ({r['bytes'] / 1e6:.2f} MB)", str(r["hosts"]),
          fmt(r.get("expected_s"), ".3f"), fmt(r.get("cable_load_gbps"), ".2f"), fmt(r["emulated_s"], ".3f"),
          fmt(r.get("uncalibrated_s"), ".3f"),
          fmt(r.get("calibrated_s"), ".3f"), fmt(r.get("ratio"), ".3f"), "yes" if r.get("within_goal") else "no",
          fmt(r.get("held_out_ratio"), ".3f"), fmt(r.get("prior_ratio"), ".3f"), fmt(r.get("repeat_ratio"), ".3f"),
-         r.get("why", "") or "-"]
+         _spread(r), r.get("why", "") or "-"]
         for r in res["points"]
     ]  # fmt: skip
     parts = ["### Simulated against emulated communication time\n\n" + md_table(head, rows)]
+    if res.get("repeats"):
+        parts.append(repeats_line(res["repeats"]))
     if res.get("kept"):
         parts.append(kept_line(res["kept"]))
     if "calibration" in res:
@@ -860,6 +1016,12 @@ def format_tables(res: dict) -> str:
             + md_table(head, rows)
             + "\n\n"
             + tf_line(res["tf"])
+            + (
+                f" Each measured time the median of {len(res['tf_repeats']['runs'])} runs of the same code "
+                f"({', '.join(m['file'] for m in res['tf_repeats']['runs'])})."
+                if res.get("tf_repeats")
+                else ""
+            )
         )
     return "\n\n".join(parts) + "\n"
 
@@ -868,9 +1030,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = bench_parser("bench_flowmodel", __doc__, "one topology, mesh and ring, one small size, no TF (~2 min)")
     p.add_argument("--topologies", nargs="+", help="topology file names (default: every shipped one)")
     p.add_argument("--sizes", type=float, nargs="+", help=f"busiest-cable seconds per point (default {SIZES_S})")
-    p.add_argument("--emulated", help="reuse the emulated points of an earlier flowmodel.json (no emulation)")
     p.add_argument(
-        "--tf-emulated", help="reuse the TF points of an earlier flowmodel-tf-emulated.json (no TF emulation)"
+        "--emulated",
+        nargs="+",
+        metavar="FILE",
+        help="reuse the emulated points of an earlier flowmodel-emulated.json (no emulation); several files "
+        "(repeats of the same code): each point the median of its faithful repeats, the first file this emulation",
+    )
+    p.add_argument(
+        "--tf-emulated",
+        nargs="+",
+        metavar="FILE",
+        help="reuse the TF points of an earlier flowmodel-tf-emulated.json (no TF emulation); several: medians",
     )
     p.add_argument("--no-tf", action="store_true", help="leave the TF PS job out (no TF run, no TF point)")
     p.add_argument(
@@ -911,7 +1082,8 @@ def main(argv: list[str] | None = None) -> int:
     files, sizes = tuple(args.topologies or files), tuple(args.sizes or sizes)
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
-    loaded = json.loads(Path(args.emulated).read_text()) if args.emulated else {}
+    runs, about, metas = read_repeats(args.emulated) if args.emulated else ([], [], [])
+    loaded = {"points": runs[0], "meta": metas[0]} if runs else {}
     if loaded:  # only what was emulated (a topology or scheme added since has no point to fit)
         files = tuple(f for f in files if f in {r["topology"] for r in loaded["points"]})
         schemes = tuple(x for x in schemes if x in {r["scheme"] for r in loaded["points"]})
@@ -924,7 +1096,6 @@ def main(argv: list[str] | None = None) -> int:
     # what the unseen judgment compares with, read before this run overwrites either file
     prior_path = Path(args.prior_factors) if args.prior_factors else None if args.emulated else factors
     prior = prior_record(prior_path) if prior_path is not None and prior_path.is_file() else None
-    prior_text = prior_path.read_text() if prior is not None else ""  # written back where it is kept
     if args.prior_factors and prior is None:
         raise SystemExit(f"--prior-factors {args.prior_factors}: no such file; name a factors file to judge")
     prev_path = (
@@ -936,17 +1107,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     previous = {}
     if prev_path is not None and prev_path.is_file():
-        previous = {(r["topology"], r["scheme"], r["size_s"]): r for r in json.loads(prev_path.read_text())["points"]}
+        previous = {point_key(r): r for r in json.loads(prev_path.read_text())["points"]}
         res["meta"]["previous_emulated"] = str(prev_path)
     elif args.previous_emulated:
         raise SystemExit(f"--previous-emulated {args.previous_emulated}: no such file; name a flowmodel-emulated.json")
+    elif len(runs) > 1:  # repeats merged: the emulator against itself is this emulation against the next file
+        previous = {point_key(r): r for r in runs[1]}
+        res["meta"]["previous_emulated"] = args.emulated[1]
     if args.emulated:
-        earlier = loaded["points"]
-        res["meta"]["emulated_from"] = f"{args.emulated} (refit: date and machine above are the refit's)"
+        res["meta"]["emulated_from"] = f"{' '.join(args.emulated)} (refit: date and machine above are the refit's)"
         res["meta"]["emulation"] = loaded.get("meta", {})  # when, where and at which commit they were emulated
-        old = {(r["topology"], r["scheme"], r["size_s"]): r for r in earlier}
+        old = {point_key(r): r for r in loaded["points"]}
         todo = [c for c in todo if (c.topology, c.scheme, c.size_s) in old]
         rows = [dict(old[(c.topology, c.scheme, c.size_s)]) for c in todo]
+        if len(runs) > 1:
+            rows = merge_repeats([rows, *runs[1:]], point_key)
+            res["repeats"] = repeats_summary(rows, about)
     else:
         with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
             rows = emulate(todo, Path(tmp), out_dir / "flowmodel-emulated.json")
@@ -955,8 +1131,12 @@ def main(argv: list[str] | None = None) -> int:
         LOG.info("--emulated without --tf-emulated: no TF point (a refit never emulates)")
     elif not (args.quick or args.no_tf):
         if args.tf_emulated:
-            tf_rows = [dict(r) for r in json.loads(Path(args.tf_emulated).read_text())["points"]]
-            res["meta"]["tf_emulated_from"] = args.tf_emulated
+            tf_runs, tf_about, _ = read_repeats(args.tf_emulated)
+            tf_rows = [dict(r) for r in tf_runs[0]]
+            if len(tf_runs) > 1:
+                tf_rows = merge_repeats(tf_runs, lambda r: r["experiment"], "comm_s")
+                res["tf_repeats"] = repeats_summary(tf_rows, tf_about)
+            res["meta"]["tf_emulated_from"] = " ".join(args.tf_emulated)
         else:
             with tempfile.TemporaryDirectory(prefix="bench-flowmodel-tf-") as tmp:
                 tf_rows = emulate_tf(TF_EXPERIMENTS, Path(tmp))
@@ -976,7 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
         res["unseen"] = judge_unseen(todo, rows, tf_rows, prior, previous)
         res["kept"] = keep_replaced(res["calibration"], res["unseen"])
         if res["kept"]:
-            write_text_atomic(factors, prior_text)
+            write_text_atomic(factors, prior["text"])
             LOG.info("%s: the replaced factors kept (they predict this run's points better than the refit)", factors)
     res["meta"]["factors_file"] = str(factors)
     res["meta"]["wall_s"] = time.monotonic() - t0

@@ -491,6 +491,14 @@ def _ratio_axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
     _style(ax)
 
 
+def _repeat_range(p: dict) -> dict:
+    """A merged point's fastest and slowest faithful repeat (benchmarks.flowmodel.merge_repeats;
+    None where the point is one run's or had one faithful repeat)."""
+    secs = [t for t in p.get("repeats_s") or [] if t is not None]
+    return {"repeats": len(secs) or None, "repeats_min_s": min(secs) if len(secs) > 1 else None,
+            "repeats_max_s": max(secs) if len(secs) > 1 else None}  # fmt: skip
+
+
 def flowmodel(data: dict) -> Chart:
     """The SimGrid flow model's simulated time against the emulated one, calibrated and held out."""
     (points,) = _need(data, "points")
@@ -504,7 +512,8 @@ def flowmodel(data: dict) -> Chart:
          "held_out_over_emulated": p.get("held_out_ratio"), "faithful": p.get("faithful"),
          "network_paced": p.get("network_paced", True), "replaced_factors_s": p.get("prior_s"),
          "replaced_factors_over_emulated": p.get("prior_ratio"), "previous_emulated_s": p.get("previous_emulated_s"),
-         "this_over_previous_emulation": p.get("repeat_ratio"), "why": p.get("why") or p.get("error") or ""}
+         "this_over_previous_emulation": p.get("repeat_ratio"), **_repeat_range(p),
+         "why": p.get("why") or p.get("error") or ""}
         for p in points
     ]  # fmt: skip
     usable = [t for t in table if t["emulated_s"] and t["calibrated_s"]]
@@ -543,6 +552,13 @@ def flowmodel(data: dict) -> Chart:
         held = [t for t in good if t["held_out_s"]]
         ax.scatter([t["emulated_s"] for t in held], [t["held_out_s"] for t in held], s=18, marker="x", color="C3",
                    lw=0.9, label="fitted on: held out (topology left out)")  # fmt: skip
+        ranged = [t for t in good if t["repeats_max_s"] and t["repeats_max_s"] > t["repeats_min_s"]]
+        if ranged:  # each point the median of its repeats (benchmarks.flowmodel.merge_repeats): their range
+            ax.errorbar([t["emulated_s"] for t in ranged], [t["calibrated_s"] for t in ranged], fmt="none",
+                        xerr=[[t["emulated_s"] - t["repeats_min_s"] for t in ranged],
+                              [t["repeats_max_s"] - t["emulated_s"] for t in ranged]],
+                        ecolor="C0", alpha=0.35, lw=0.8,
+                        label="fitted on: the repeats' range (median drawn)")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)

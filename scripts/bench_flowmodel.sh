@@ -10,7 +10,9 @@
 # or --emulated results/bench/flowmodel.json to refit without emulating again.
 # A run that emulates first judges the factors it replaces on its new points (never fitted on
 # them) and compares its points with the previous emulation; a refit does that with
-# --prior-factors FILE and --previous-emulated FILE.
+# --prior-factors FILE and --previous-emulated FILE. Several --emulated files (repeats of the same
+# code, the newest first) fit and judge each point's median over its faithful repeats, e.g.
+#   scripts/bench_flowmodel.sh --emulated new.json old.json --tf-emulated new-tf.json old-tf.json
 set -euo pipefail
 
 out=${OUT:-results/bench}   # output folder (flowmodel.json, flowmodel.md)

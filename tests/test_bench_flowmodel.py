@@ -55,9 +55,11 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     assert summary.provenance.model_dump() == res["provenance"] and res["provenance"]["wall_s"] > 0
     # a refit of those points judges the factors it replaces on them first (as points it never saw):
     # the replaced factors simulated on a point give what the first run's calibrated column gave
-    # with them, and the same emulation named as the previous one repeats itself exactly
+    # with them, and the same emulation named as the previous one repeats itself exactly; the
+    # emulation given twice (as repeats) is each point's median of two equal runs
     again = tmp_path / "refit"
-    argv = ["--emulated", str(tmp_path / "flowmodel-emulated.json"), "--no-tf", "--out", str(again),
+    emulated = str(tmp_path / "flowmodel-emulated.json")
+    argv = ["--emulated", emulated, emulated, "--no-tf", "--out", str(again),
             "--factors", str(again / "factors.json"), "--prior-factors", str(factors),
             "--previous-emulated", str(tmp_path / "flowmodel-emulated.json")]  # fmt: skip
     assert flowmodel.main(argv) == 0
@@ -67,7 +69,8 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     for r in res2["points"]:
         assert r["prior_s"] == pytest.approx(first[(r["topology"], r["scheme"])]["calibrated_s"], rel=1e-6), r
         if r["faithful"]:
-            assert r["repeat_ratio"] == pytest.approx(1.0)
+            assert r["repeat_ratio"] == pytest.approx(1.0) and r["repeat_spread"] == pytest.approx(1.0)
+            assert r["emulated_s"] == first[(r["topology"], r["scheme"])]["emulated_s"] == r["this_s"]
     unseen = res2["unseen"]
     assert unseen["prior"]["file"] == str(factors) and unseen["prior"]["all_faithful"]["points"] == len(judged)
     assert unseen["repeat"]["points"] == len(judged) and unseen["repeat"]["median_abs_error"] == pytest.approx(0)
@@ -75,4 +78,7 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     assert (
         "**The factors this run replaces, on points they never saw**" in md2
         and "| replaced factors / emulated |" in md2
+        and "**Each point the median of 2 emulations of the same code**" in md2
     )
+    counts = {"2": len(judged), "0": len(res2["points"]) - len(judged)}
+    assert res2["repeats"]["faithful_repeats"] == {k: v for k, v in counts.items() if v}

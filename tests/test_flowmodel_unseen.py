@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_unseen_points_and_the_emulator_against_itself(tmp_path: Path):
 
 
 def test_the_replaced_factors_are_kept_only_where_they_predict_the_same_points_better():
-    from benchmarks.flowmodel import keep_replaced, kept_line
+    from benchmarks.flowmodel import _errors, keep_replaced, kept_line
 
     def errs(median: float, within: float, n: int = 100) -> dict:
         return {"median_abs_error": median, "within_10pct": within, "within_5pct": 0.5, "points": n}
@@ -76,3 +77,65 @@ def test_the_replaced_factors_are_kept_only_where_they_predict_the_same_points_b
     # judged on other points, or with no held-out refit: nothing to compare, the refit is written
     assert keep_replaced(cal, {"prior": {**better["prior"], "paced": errs(0.028, 0.84, n=90)}}) is None
     assert keep_replaced({"held_out": None}, better) is None and keep_replaced(cal, {}) is None
+    # no point to judge: a count of none, no median (and no numpy warning for an empty median)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        none = _errors([])
+    assert none["points"] == 0 and none["median_abs_error"] is None
+    assert keep_replaced(cal, {"prior": {**better["prior"], "paced": none}}) is None
+
+
+def _verdict(pct: int) -> str:
+    return f"its 1 transfer phases (2 s) kept the busiest link at {pct}% of its rate on average, no datapath drops"
+
+
+def test_repeats_of_the_same_code_are_merged_by_the_median_of_their_faithful_runs():
+    from benchmarks.flowmodel import merge_repeats, network_paced, point_key, repeats_line, repeats_summary
+
+    def row(scheme: str, t: float | None, faithful: bool = True, pct: int = 98) -> dict:
+        return {"topology": "t.yaml", "scheme": scheme, "size_s": 0.5, "emulated_s": t, "faithful": faithful,
+                "fidelity": _verdict(pct), "expected_s": 0.5}  # fmt: skip
+
+    this = [row("ring", 1.0), row("rat", 2.0, faithful=False), row("mesh", 3.0)]
+    second = [row("ring", 1.2), row("rat", 2.4, pct=60), row("hips", 9.0)]
+    third = [row("ring", 1.1), row("rat", None, faithful=False)]
+    ring, rat, mesh = merge_repeats([this, second, third], point_key)  # hips: not in this emulation, left out
+    assert ring["emulated_s"] == pytest.approx(1.1) and ring["repeats_s"] == [1.0, 1.2, 1.1]
+    assert ring["repeat_spread"] == pytest.approx(1.2) and ring["this_s"] == 1.0 and ring["this_faithful"]
+    # faithful in the second run only: that run's row and time, this emulation's own kept apart
+    assert rat["faithful"] and rat["emulated_s"] == 2.4 and rat["repeats_s"] == [None, 2.4, None]
+    assert rat["this_s"] == 2.0 and not rat["this_faithful"] and rat["repeat_spread"] is None
+    assert mesh["repeats_s"] == [3.0, None, None] and mesh["emulated_s"] == 3.0
+    # paced where every faithful repeat was: rat's one faithful run kept the link at 60%
+    assert network_paced(ring, 0.5) and not network_paced(rat, 0.5)
+    about = [{"file": f, "started": "2026-12-02T08:00", "commit": "abcdef12", "faithful": n}
+             for f, n in (("a.json", 2), ("b.json", 3), ("c.json", 1))]  # fmt: skip
+    summary = repeats_summary([ring, rat, mesh], about)
+    assert summary["faithful_repeats"] == {"3": 1, "1": 2}
+    assert summary["spread"] == {"median": pytest.approx(0.2), "within_10pct": 0.0, "points": 1}
+    text = repeats_line(summary)
+    assert "median of 3 emulations" in text and "3 of 3: 1 points, 1 of 3: 2 points" in text
+
+
+def test_merged_repeats_are_judged_on_this_emulations_own_times_and_on_their_medians():
+    from benchmarks.flowmodel import cases, judge_unseen, keep_replaced, merge_repeats, point_key, simulate_case
+    from models.flow.simgrid import BASE_CONFIG
+
+    todo = cases("leafspine-2rack.yaml", ("ring",), (0.4,), 2)
+    exact = simulate_case(todo[0], dict(BASE_CONFIG))
+    base = {"topology": todo[0].topology, "scheme": "ring", "size_s": 0.4, "faithful": True}
+    this, other = {**base, "emulated_s": 1.08 * exact}, {**base, "emulated_s": 1.0 * exact}
+    rows = merge_repeats([[this], [other]], point_key)
+    rows[0]["network_paced"] = True
+    prior = {"file": "exact.json", "form": "max-min", "settings": dict(BASE_CONFIG), "held_out": {}, "text": "{}"}
+    out = judge_unseen(todo, rows, [], prior, {point_key(other): other})
+    r = rows[0]
+    assert r["emulated_s"] == pytest.approx(1.04 * exact)  # the median of two: their mean
+    assert r["prior_ratio"] == pytest.approx(1 / 1.08) and r["prior_median_ratio"] == pytest.approx(1 / 1.04)
+    assert r["repeat_ratio"] == pytest.approx(1.08)  # this emulation's own time against the other run
+    assert "text" not in out["prior"] and out["prior"]["paced_median"]["points"] == 1
+    assert out["prior"]["paced_median"]["within_5pct"] == 1.0 and out["prior"]["paced"]["within_5pct"] == 0.0
+    # keep_replaced compares on the refit's own targets, the medians
+    refit = {"median_abs_error": 0.045, "within_10pct": 1.0, "within_5pct": 1.0, "points": 1}
+    kept = keep_replaced({"held_out": {"simulated": refit}}, out)
+    assert kept and kept["medians"] and kept["replaced"] == out["prior"]["paced_median"]
