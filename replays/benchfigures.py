@@ -481,9 +481,25 @@ def _ratio_band(ax: Any) -> None:
     ax.axhline(1.0, color="k", lw=0.7)
 
 
+def _plain_log_ticks(ax: Any, minor: tuple[int, ...] = (), which: str = "xy") -> None:
+    """Log axes labelled "1, 10" (and "2, 5" for `minor` (2, 5)) rather than matplotlib's default,
+    which labels minor ticks "2 x 10^0" when an axis spans about a decade, where neighbours overlap."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter
+
+    def label(v: float, _: object) -> str:
+        return f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v) + 1e-9)) in minor else ""
+
+    for axis in [a for n, a in (("x", ax.xaxis), ("y", ax.yaxis)) if n in which]:
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(FuncFormatter(label))
+
+
 def _ratio_axes(ax: Any, xlabel: str, ylabel: str, title: str) -> None:
     """A ratio panel's log time axis, labels, title and legend."""
     ax.set_xscale("log")
+    _plain_log_ticks(ax, minor=(2, 5), which="x")
     ax.set_xlabel(xlabel, fontsize=9)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.set_title(title, fontsize=9)
@@ -513,6 +529,7 @@ def flowmodel(data: dict) -> Chart:
          "network_paced": p.get("network_paced", True), "replaced_factors_s": p.get("prior_s"),
          "replaced_factors_over_emulated": p.get("prior_ratio"), "previous_emulated_s": p.get("previous_emulated_s"),
          "this_over_previous_emulation": p.get("repeat_ratio"), **_repeat_range(p),
+         "this_faithful": p.get("this_faithful", p.get("faithful")),
          "why": p.get("why") or p.get("error") or ""}
         for p in points
     ]  # fmt: skip
@@ -525,8 +542,9 @@ def flowmodel(data: dict) -> Chart:
         rs = [t[key] for t in ts if t[key] is not None]
         return f"{sum(abs(r - 1) <= band for r in rs) / len(rs):.0%} of {len(rs)} within 10%" if rs else "none"
 
-    # judged as the report's line judges them: faithful, network-paced points
-    unseen = [t for t in usable if t["faithful"] and t["network_paced"] and t["replaced_factors_over_emulated"]]
+    # judged as the report's line judges them: network-paced points where this emulation (the one the
+    # ratio is against) was faithful, not only the median of its repeats
+    unseen = [t for t in usable if t["this_faithful"] and t["network_paced"] and t["replaced_factors_over_emulated"]]
     again = [t for t in usable if t["this_over_previous_emulation"] is not None]
 
     def draw(fig: Any) -> None:
@@ -563,6 +581,7 @@ def flowmodel(data: dict) -> Chart:
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        _plain_log_ticks(ax, minor=(2, 5))
         ax.set_xlabel("emulated GST (s)", fontsize=9)
         ax.set_ylabel("simulated (s)", fontsize=9)
         ax.set_title("simulated against emulated, per point", fontsize=9)
@@ -821,14 +840,10 @@ def scale(data: dict) -> Chart:
             axes[0].plot([t["hosts"] for t in pts], [t["whole_point_s"] for t in pts], **style)
             axes[1].plot([t["hosts"] for t in pts], [max(t["model_rss_mb"] or 0, t["simgrid_rss_mb"] or 0)
                                                      for t in pts], **style)  # fmt: skip
-        from matplotlib.ticker import FuncFormatter
-
         for ax, label in ((axes[0], "whole point: build, routes, SimGrid (s)"), (axes[1], "max RSS (MB)")):
             ax.set_xscale("log")
             ax.set_yscale("log")
-            for axis in (ax.xaxis, ax.yaxis):
-                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-                axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+            _plain_log_ticks(ax)
             ax.set_xlabel("hosts", fontsize=9)
             ax.set_ylabel(label, fontsize=9)
             _style(ax)
