@@ -15,8 +15,9 @@ from replays.evidence import BENCH_SUFFIX, read_summary
 from replays.provenance import REPO
 from replays.reproduction import CSV_KEY
 
-#: all of results/ tracked, at most ("a few MB")
-MAX_TOTAL_BYTES = 5 * 2**20
+#: all of results/ tracked, at most ("a few MB"; 6 since the flow model's refit keeps the emulated
+#: repeats it takes the median of, ~130 KB each: results/bench/flowmodel-emulated-<commit>.json)
+MAX_TOTAL_BYTES = 6 * 2**20
 #: any one tracked file, at most (a figure at 120 dpi is ~100 KB)
 MAX_FILE_BYTES = 1 * 2**20
 RESULT_SUFFIXES = {".md", ".csv", ".png"}
