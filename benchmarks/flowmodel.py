@@ -37,7 +37,9 @@ with `--tf-emulated`; no unseen judgment unless `--prior-factors` names the fact
 point's median over its faithful repeats (`merge_repeats`): the emulator's run-to-run spread is
 the floor under any model's error, and the median of repeats lowers it; the replaced factors
 are still judged on the first file's own times, and the emulator against itself is the first
-file against the second.
+file against the second. A run that emulates first keeps the emulation it replaces, gzipped, as
+flowmodel-emulated-<commit>.json.gz (and its TF points likewise; `archive_emulations`), the
+files a refit on repeats names after the new one.
 
 The TF PS job (tf-ps) is never fitted on: its measured communication is the links' busy time in
 0.25-s windows (runs.steptime) and TF splits the model by whole variables, not S/P, so its
@@ -49,6 +51,7 @@ Writes results/bench/flowmodel.{json,md}.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import os
@@ -64,7 +67,7 @@ from pathlib import Path
 from benchmarks.common import TOP, begin, bench_parser, depends_on, fmt, md_table, meta, write_results
 from replays import staleness
 from schemes import registry
-from topologies.files import write_text_atomic
+from topologies.files import atomic_path, write_text_atomic
 
 LOG = logging.getLogger("bench.flowmodel")
 
@@ -335,6 +338,44 @@ def repeats_summary(rows: list[dict], runs: list[dict]) -> dict:
     return {"runs": runs, "faithful_repeats": counts, "spread": spread}
 
 
+#: a full run's emulated points (out_dir/<name>.json), and its TF PS job's
+EMULATED, TF_EMULATED = "flowmodel-emulated", "flowmodel-tf-emulated"
+
+
+def read_json(path: Path) -> dict:
+    """An emulation's json, or a kept one gzipped (`.json.gz`, archive_emulations)."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+
+
+def archive_emulations(out_dir: Path, names: tuple[str, ...] = (EMULATED, TF_EMULATED)) -> dict[str, Path]:
+    """Keep the emulations a new run is about to overwrite: each out_dir/<name>.json moved aside,
+    gzipped, as <name>-<commit>.json.gz, the commit its flowmodel-emulated.json says it ran on (a
+    run stopped midway, whose file has no meta: its time), so that a refit can take every point's
+    median over the runs of the same code (`--emulated NEW KEPT...`). Gzipped: each full emulation
+    is ~130 KB of json, most of it fidelity sentences, which compress ~8x, and results/ stays a
+    few MB with the repeats kept. Returns name -> where it went."""
+    main = out_dir / f"{EMULATED}.json"
+    if not main.is_file():
+        return {}
+    meta = json.loads(main.read_text()).get("meta") or {}
+    tag = (meta.get("git_commit") or "")[:7] or time.strftime("%Y%m%dT%H%M", time.gmtime(main.stat().st_mtime))
+    moved = {}
+    for name in names:
+        src = out_dir / f"{name}.json"
+        if not src.is_file():
+            continue
+        dest, n = out_dir / f"{name}-{tag}.json.gz", 2
+        while dest.exists():  # the same commit emulated twice
+            dest, n = out_dir / f"{name}-{tag}-{n}.json.gz", n + 1
+        with atomic_path(dest) as tmp:
+            tmp.write_bytes(gzip.compress(src.read_bytes(), mtime=0))
+        src.unlink()
+        moved[name] = dest
+        LOG.info("%s kept as %s", src.name, dest)
+    return moved
+
+
 def read_repeats(files: list[str], points: str = "points") -> tuple[list[list[dict]], list[dict], list[dict]]:
     """The emulated points of each file (one --emulated or --tf-emulated file each), what each file
     says of its run (file, start, commit, faithful points; for merge_repeats and the report) and
@@ -344,7 +385,7 @@ def read_repeats(files: list[str], points: str = "points") -> tuple[list[list[di
         path = Path(f)
         if not path.is_file():
             raise SystemExit(f"{f}: no such file; name an earlier run's flowmodel-emulated.json")
-        data = json.loads(path.read_text())
+        data = read_json(path)
         m = data.get("meta") or {}
         runs.append(data[points])
         metas.append(m)
@@ -600,6 +641,8 @@ def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior:
                 r["prior_median_ratio"] = t / r["emulated_s"]
         judged = [r for r in rows if r.get("prior_ratio") is not None and _this(r)[1]]
         paced = [r for r in judged if r.get("network_paced", True)]
+        for r in rows:  # the figure draws these as the replaced factors' unseen points: the same set
+            r["prior_judged"] = any(r is p for p in paced)
         out["prior"] = {
             **{k: v for k, v in prior.items() if k not in ("settings", "text")},
             "paced": _errors([r["prior_ratio"] - 1 for r in paced]),
@@ -637,9 +680,10 @@ def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior:
 
 
 def goal_key(e: dict) -> tuple[bool, float, float]:
-    """models.flow.fit.rank_key's order (the goal's median, then the share outside 10%, then the
-    median) on an `_errors` record."""
-    return (e["median_abs_error"] > 0.05, 1 - e["within_10pct"], e["median_abs_error"])
+    """The goal's order (models.flow.fit.goal_rank, as forms are ranked) on an `_errors` record."""
+    from models.flow.fit import goal_rank
+
+    return goal_rank(e["median_abs_error"], e["within_10pct"])
 
 
 def keep_replaced(cal: dict, unseen: dict) -> dict | None:
@@ -1116,7 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     previous = {}
     if prev_path is not None and prev_path.is_file():
-        previous = {point_key(r): r for r in json.loads(prev_path.read_text())["points"]}
+        previous = {point_key(r): r for r in read_json(prev_path)["points"]}
         res["meta"]["previous_emulated"] = str(prev_path)
     elif args.previous_emulated:
         raise SystemExit(f"--previous-emulated {args.previous_emulated}: no such file; name a flowmodel-emulated.json")
@@ -1133,8 +1177,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = merge_repeats([rows, *runs[1:]], point_key)
             res["repeats"] = repeats_summary(rows, about)
     else:
+        tf_too = not (args.quick or args.no_tf or args.tf_emulated)
+        kept = archive_emulations(out_dir, (EMULATED, TF_EMULATED) if tf_too else (EMULATED,))
+        if EMULATED in kept and prev_path == out_dir / f"{EMULATED}.json":
+            res["meta"]["previous_emulated"] = str(kept[EMULATED])
         with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
-            rows = emulate(todo, Path(tmp), out_dir / "flowmodel-emulated.json")
+            rows = emulate(todo, Path(tmp), out_dir / f"{EMULATED}.json")
     tf_rows: list[dict] = []
     if args.emulated and not (args.tf_emulated or args.no_tf):
         LOG.info("--emulated without --tf-emulated: no TF point (a refit never emulates)")
@@ -1149,11 +1197,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             with tempfile.TemporaryDirectory(prefix="bench-flowmodel-tf-") as tmp:
                 tf_rows = emulate_tf(TF_EXPERIMENTS, Path(tmp))
-            write_text_atomic(out_dir / "flowmodel-tf-emulated.json", json.dumps({"points": tf_rows}, indent=1))
+            tf_file = {"meta": res["meta"], "points": tf_rows}
+            write_text_atomic(out_dir / f"{TF_EMULATED}.json", json.dumps(tf_file, indent=1))
     res["meta"]["emulated_wall_s"] = time.monotonic() - t0
     res["points"] = rows
     if not args.emulated:  # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
-        write_text_atomic(out_dir / "flowmodel-emulated.json", json.dumps(res, indent=1))
+        write_text_atomic(out_dir / f"{EMULATED}.json", json.dumps(res, indent=1))
     if args.emulate_only:
         LOG.info("emulated points written to %s; no fit (--emulate-only)", out_dir)
         return 0

@@ -30,6 +30,7 @@ import datetime
 import hashlib
 import json
 import logging
+import math
 import statistics
 import sys
 from collections.abc import Callable, Iterable
@@ -484,8 +485,6 @@ def _ratio_band(ax: Any) -> None:
 def _plain_log_ticks(ax: Any, minor: tuple[int, ...] = (), which: str = "xy") -> None:
     """Log axes labelled "1, 10" (and "2, 5" for `minor` (2, 5)) rather than matplotlib's default,
     which labels minor ticks "2 x 10^0" when an axis spans about a decade, where neighbours overlap."""
-    import math
-
     from matplotlib.ticker import FuncFormatter
 
     def label(v: float, _: object) -> str:
@@ -530,6 +529,7 @@ def flowmodel(data: dict) -> Chart:
          "replaced_factors_over_emulated": p.get("prior_ratio"), "previous_emulated_s": p.get("previous_emulated_s"),
          "this_over_previous_emulation": p.get("repeat_ratio"), **_repeat_range(p),
          "this_faithful": p.get("this_faithful", p.get("faithful")),
+         "replaced_factors_judged": bool(p.get("prior_judged")),
          "why": p.get("why") or p.get("error") or ""}
         for p in points
     ]  # fmt: skip
@@ -542,9 +542,9 @@ def flowmodel(data: dict) -> Chart:
         rs = [t[key] for t in ts if t[key] is not None]
         return f"{sum(abs(r - 1) <= band for r in rs) / len(rs):.0%} of {len(rs)} within 10%" if rs else "none"
 
-    # judged as the report's line judges them: network-paced points where this emulation (the one the
-    # ratio is against) was faithful, not only the median of its repeats
-    unseen = [t for t in usable if t["this_faithful"] and t["network_paced"] and t["replaced_factors_over_emulated"]]
+    # the points the report's line judges the replaced factors on (benchmarks.flowmodel.judge_unseen
+    # flags them): network-paced, where this emulation (the one the ratio is against) was faithful
+    unseen = [t for t in usable if t["replaced_factors_judged"]]
     again = [t for t in usable if t["this_over_previous_emulation"] is not None]
 
     def draw(fig: Any) -> None:

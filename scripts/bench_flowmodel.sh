@@ -12,7 +12,9 @@
 # them) and compares its points with the previous emulation; a refit does that with
 # --prior-factors FILE and --previous-emulated FILE. Several --emulated files (repeats of the same
 # code, the newest first) fit and judge each point's median over its faithful repeats, e.g.
-#   scripts/bench_flowmodel.sh --emulated new.json old.json --tf-emulated new-tf.json old-tf.json
+#   scripts/bench_flowmodel.sh --emulated new.json old.json.gz --tf-emulated new-tf.json old-tf.json.gz
+# A run that emulates keeps the emulation it replaces as $out/flowmodel-emulated-<commit>.json.gz
+# (its TF points likewise), the files to name after the new one.
 set -euo pipefail
 
 out=${OUT:-results/bench}   # output folder (flowmodel.json, flowmodel.md)

@@ -74,6 +74,8 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
     unseen = res2["unseen"]
     assert unseen["prior"]["file"] == str(factors) and unseen["prior"]["all_faithful"]["points"] == len(judged)
     assert unseen["repeat"]["points"] == len(judged) and unseen["repeat"]["median_abs_error"] == pytest.approx(0)
+    # the figure draws as unseen the rows the report's line counted
+    assert sum(r["prior_judged"] for r in res2["points"]) == unseen["prior"]["paced"]["points"]
     md2 = (again / "flowmodel.md").read_text()
     assert (
         "**The factors this run replaces, on points they never saw**" in md2

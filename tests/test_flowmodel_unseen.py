@@ -146,3 +146,52 @@ def test_merged_repeats_are_judged_on_this_emulations_own_times_and_on_their_med
     refit = {"median_abs_error": 0.045, "within_10pct": 1.0, "within_5pct": 1.0, "points": 1}
     kept = keep_replaced({"held_out": {"simulated": refit}}, out)
     assert kept and kept["medians"] and kept["replaced"] == out["prior"]["paced_median"]
+
+
+def test_the_points_the_replaced_factors_are_judged_on_are_flagged_for_the_figure():
+    """`prior_judged` marks exactly the rows the report's unseen line counts (faithful in this
+    emulation, network-paced), so the figure draws the set the report judges."""
+    from benchmarks.flowmodel import cases, judge_unseen
+    from models.flow.simgrid import BASE_CONFIG
+
+    todo = cases("leafspine-2rack.yaml", ("mesh", "ring", "rat"), (0.4,), 2)
+    rows = [{"topology": c.topology, "scheme": c.scheme, "size_s": c.size_s, "emulated_s": 1.0,
+             "faithful": s != "rat", "network_paced": s != "mesh"}
+            for c, s in zip(todo, ("mesh", "ring", "rat"), strict=True)]  # fmt: skip
+    prior = {"file": "exact.json", "form": "max-min", "settings": dict(BASE_CONFIG), "held_out": {}}
+    out = judge_unseen(todo, rows, [], prior, {})
+    assert [r["prior_judged"] for r in rows] == [False, True, False]
+    assert out["prior"]["paced"]["points"] == 1 and out["prior"]["all_faithful"]["points"] == 2
+
+
+def test_a_run_that_emulates_keeps_the_emulation_it_replaces_gzipped(tmp_path: Path):
+    """archive_emulations: the emulated and TF points a new run would overwrite move aside as
+    <name>-<commit>.json.gz, byte for byte once unzipped; a refit reads them as it reads json; the
+    same commit kept twice gets a second name, and a run stopped midway (no meta) its file's time."""
+    import gzip
+
+    from benchmarks.flowmodel import archive_emulations, read_repeats
+
+    ring = {"topology": "leafspine-2rack.yaml", "scheme": "ring", "size_s": 0.4, "emulated_s": 1.2, "faithful": True}
+    points = [ring]
+    main = {"meta": {"git_commit": "0123456789abcdef", "started": "2026-12-02T10:00:00+0000"}, "points": points}
+    raw = json.dumps(main, indent=1).encode()
+    (tmp_path / "flowmodel-emulated.json").write_bytes(raw)
+    (tmp_path / "flowmodel-tf-emulated.json").write_text(json.dumps({"points": []}))
+    moved = archive_emulations(tmp_path)
+    assert moved == {"flowmodel-emulated": tmp_path / "flowmodel-emulated-0123456.json.gz",
+                     "flowmodel-tf-emulated": tmp_path / "flowmodel-tf-emulated-0123456.json.gz"}  # fmt: skip
+    assert not (tmp_path / "flowmodel-emulated.json").exists()
+    assert gzip.decompress(moved["flowmodel-emulated"].read_bytes()) == raw
+    runs, about, _ = read_repeats([str(moved["flowmodel-emulated"])])
+    assert runs == [points] and about[0]["commit"] == "0123456789abcdef" and about[0]["faithful"] == 1
+    (tmp_path / "flowmodel-emulated.json").write_bytes(raw)
+    assert archive_emulations(tmp_path, ("flowmodel-emulated",)) == {
+        "flowmodel-emulated": tmp_path / "flowmodel-emulated-0123456-2.json.gz"
+    }
+    (tmp_path / "flowmodel-emulated.json").write_text(json.dumps({"points": points}))  # stopped midway
+    os.utime(tmp_path / "flowmodel-emulated.json", (1764669600, 1764669600))  # 2025-12-02T10:00Z
+    assert archive_emulations(tmp_path, ("flowmodel-emulated",)) == {
+        "flowmodel-emulated": tmp_path / "flowmodel-emulated-20251202T1000.json.gz"
+    }
+    assert archive_emulations(tmp_path) == {}  # nothing left to keep
