@@ -358,7 +358,7 @@ def archive_emulations(out_dir: Path, names: tuple[str, ...] = (EMULATED, TF_EMU
     main = out_dir / f"{EMULATED}.json"
     if not main.is_file():
         return {}
-    meta = json.loads(main.read_text()).get("meta") or {}
+    meta = read_json(main).get("meta") or {}
     tag = (meta.get("git_commit") or "")[:7] or time.strftime("%Y%m%dT%H%M", time.gmtime(main.stat().st_mtime))
     moved = {}
     for name in names:
@@ -640,9 +640,11 @@ def judge_unseen(todo: list[Case], rows: list[dict], tf_rows: list[dict], prior:
             if "this_s" in r and r["faithful"] and t == t:
                 r["prior_median_ratio"] = t / r["emulated_s"]
         judged = [r for r in rows if r.get("prior_ratio") is not None and _this(r)[1]]
-        paced = [r for r in judged if r.get("network_paced", True)]
         for r in rows:  # the figure draws these as the replaced factors' unseen points: the same set
-            r["prior_judged"] = any(r is p for p in paced)
+            r["prior_judged"] = False
+        for r in judged:
+            r["prior_judged"] = r.get("network_paced", True)
+        paced = [r for r in judged if r["prior_judged"]]
         out["prior"] = {
             **{k: v for k, v in prior.items() if k not in ("settings", "text")},
             "paced": _errors([r["prior_ratio"] - 1 for r in paced]),
@@ -1135,6 +1137,9 @@ def main(argv: list[str] | None = None) -> int:
     files, sizes = tuple(args.topologies or files), tuple(args.sizes or sizes)
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
+    # the TF PS job's points are emulated (and the kept ones archived) only by a run that emulates
+    # and is neither reduced nor told to read them
+    emulates_tf = not (args.emulated or args.quick or args.no_tf or args.tf_emulated)
     runs, about, metas = read_repeats(args.emulated) if args.emulated else ([], [], [])
     loaded = {"points": runs[0], "meta": metas[0]} if runs else {}
     if loaded:  # only what was emulated (a topology or scheme added since has no point to fit)
@@ -1177,8 +1182,7 @@ def main(argv: list[str] | None = None) -> int:
             rows = merge_repeats([rows, *runs[1:]], point_key)
             res["repeats"] = repeats_summary(rows, about)
     else:
-        tf_too = not (args.quick or args.no_tf or args.tf_emulated)
-        kept = archive_emulations(out_dir, (EMULATED, TF_EMULATED) if tf_too else (EMULATED,))
+        kept = archive_emulations(out_dir, (EMULATED, TF_EMULATED) if emulates_tf else (EMULATED,))
         if EMULATED in kept and prev_path == out_dir / f"{EMULATED}.json":
             res["meta"]["previous_emulated"] = str(kept[EMULATED])
         with tempfile.TemporaryDirectory(prefix="bench-flowmodel-") as tmp:
@@ -1186,19 +1190,18 @@ def main(argv: list[str] | None = None) -> int:
     tf_rows: list[dict] = []
     if args.emulated and not (args.tf_emulated or args.no_tf):
         LOG.info("--emulated without --tf-emulated: no TF point (a refit never emulates)")
-    elif not (args.quick or args.no_tf):
-        if args.tf_emulated:
-            tf_runs, tf_about, _ = read_repeats(args.tf_emulated)
-            tf_rows = [dict(r) for r in tf_runs[0]]
-            if len(tf_runs) > 1:
-                tf_rows = merge_repeats(tf_runs, lambda r: r["experiment"], "comm_s")
-                res["tf_repeats"] = repeats_summary(tf_rows, tf_about)
-            res["meta"]["tf_emulated_from"] = " ".join(args.tf_emulated)
-        else:
-            with tempfile.TemporaryDirectory(prefix="bench-flowmodel-tf-") as tmp:
-                tf_rows = emulate_tf(TF_EXPERIMENTS, Path(tmp))
-            tf_file = {"meta": res["meta"], "points": tf_rows}
-            write_text_atomic(out_dir / f"{TF_EMULATED}.json", json.dumps(tf_file, indent=1))
+    elif args.tf_emulated and not (args.quick or args.no_tf):
+        tf_runs, tf_about, _ = read_repeats(args.tf_emulated)
+        tf_rows = [dict(r) for r in tf_runs[0]]
+        if len(tf_runs) > 1:
+            tf_rows = merge_repeats(tf_runs, lambda r: r["experiment"], "comm_s")
+            res["tf_repeats"] = repeats_summary(tf_rows, tf_about)
+        res["meta"]["tf_emulated_from"] = " ".join(args.tf_emulated)
+    elif emulates_tf:
+        with tempfile.TemporaryDirectory(prefix="bench-flowmodel-tf-") as tmp:
+            tf_rows = emulate_tf(TF_EXPERIMENTS, Path(tmp))
+        tf_file = {"meta": res["meta"], "points": tf_rows}
+        write_text_atomic(out_dir / f"{TF_EMULATED}.json", json.dumps(tf_file, indent=1))
     res["meta"]["emulated_wall_s"] = time.monotonic() - t0
     res["points"] = rows
     if not args.emulated:  # the measurements first, so that a failed fit loses nothing (--emulated reads this file)
