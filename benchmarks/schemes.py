@@ -5,13 +5,15 @@ what the engine costs, how it compares with Open MPI's own allreduce, and the la
 
 1. expected: per topology and scheme, measured GST (slowest worker's synchronisation per
    iteration) beside the schedule's own expectation, the bytes on the busiest cable over its rate
-   (schemes.count): a perfectly pipelined run meets it, TCP and the engine add the rest.
+   (schemes.count): a perfectly pipelined run meets it, TCP and the engine add the rest. Each
+   network runs twice: at its own MTU (1500) and with jumbo frames (MTU 9000), where the headers
+   cost 0.7% of the wire instead of 4.6% and the datapath forwards 6x fewer packets.
 2. overhead: the engine on loopback (no shaping, no Mininet): payload rate per host and CPU
    seconds per GB moved, i.e. what the engine itself costs on this machine's cores.
 3. mpi: our ring and halving-doubling beside Open MPI's ring (tuned algorithm 4) and
    Rabenseifner's (6) on the same emulated hosts, same bytes, at three link rates.
 4. largest: 64 hosts (leaf-spine 4 leaves x 16 hosts) in calibrated mode, ring and RAT, with the
-   fidelity verdict: how far one machine carries a scheme run.
+   fidelity verdict: how far one machine carries a scheme run; at both MTUs too.
 5. hips: HiPS, MS (mesh) and RS (ring) on BCube(4,1) and the 4 x 4 Torus at two rates, measured GST
    against HiPS Table 3's formula (schemes.gst); goal 0.90-1.15 on faithful runs.
 Writes results/bench/schemes.json and schemes.md; prints the tables. No timed asserts: targets
@@ -30,6 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
+from models.flow.simgrid import header_factor
 from schemes import registry
 
 LOG = logging.getLogger("bench.schemes")
@@ -43,9 +46,8 @@ LARGEST = {"spines": 2, "leaves": 4, "hosts_per_leaf": 16, "oversubscription": 1
 LARGEST_BYTES = 500_000  # emulated gradient bytes of the 64-host run (4 Mbit/s links)
 HIPS_TOPOLOGIES = ("bcube-4-1.yaml", "torus-4x4.yaml")
 HIPS_BYTES = 1_000_000  # emulated gradient bytes of the HiPS rows (W/B = 0.8 s at 10 Mbit/s)
-#: wire bytes per payload byte of a full TCP segment at MTU 1500 (1,448 payload bytes with timestamps, 1,514
-#: on the wire as HTB counts them): the least GST / busiest cable any run over TCP shows
-WIRE_OVERHEAD = 1514 / 1448
+#: the MTU the expected and largest figures also run at (topology field `mtu`): jumbo frames
+JUMBO = 9000
 #: the engine's pipelining for every job here (--segment-kb, --streams; empty: the job's defaults)
 PIPELINING: dict[str, float | int] = {}
 
@@ -77,6 +79,9 @@ def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False)
     finally:
         verdict = monitor.stop()
     its = run.iterations()
+    first = prep.hosts[0]
+    intf = net.links_of(first)[0].intf(first)
+    mtu = int(tb.mn.get(first).cmd(f"cat /sys/class/net/{intf}/mtu"))  # what the run had, not what was asked
     gst = describe([i["sync_s"] for i in its])
     expected = expected_sync_s(net, prep.sched)
     maxmin = schedule_time_s(net, prep.sched) if maxmin else None
@@ -91,6 +96,7 @@ def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False)
         "ratio": gst["mean"] / expected if expected else None,
         "maxmin_s": maxmin,
         "over_maxmin": gst["mean"] / maxmin if maxmin else None,
+        "mtu": mtu,
         "segment_kb": job.segment_kb,
         "streams": job.streams,
         "faithful": verdict.faithful,
@@ -98,12 +104,31 @@ def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False)
     }
 
 
+def wire_overhead(mtu: int) -> float:
+    """Wire bytes per payload byte of a full TCP segment (1,514 / 1,448 at MTU 1500, 9,014 / 8,948
+    at 9000, as HTB counts them): the least GST / busiest cable any run over TCP shows."""
+    return 1 / header_factor(mtu)
+
+
+def mtus_of(spec, mtus: tuple[int | None, ...]) -> list[int]:
+    """The MTUs a figure runs a network at, None standing for the topology's own, once each."""
+    return list(dict.fromkeys(spec.mtu if m is None else m for m in mtus))
+
+
 def expected_figure(
-    files: dict[str, float], schemes: tuple[str, ...], iterations: int, tmp: Path, slower: float = 1.0
+    files: dict[str, float],
+    schemes: tuple[str, ...],
+    iterations: int,
+    tmp: Path,
+    slower: float = 1.0,
+    mtus: tuple[int | None, ...] = (None,),
 ) -> list[dict]:
-    """Each file's schemes against their schedules' bound; `slower` divides every rate and the
-    bytes alike (same times, S/B kept): whether a ratio is the datapath's (it falls when slower)
-    or the engine's and TCP's (it stays). Schemes without dedicated servers synchronise every
+    """Each file's schemes against their schedules' bound at each of `mtus` (None: the file's
+    own); `slower` divides every rate and the bytes alike (same times, S/B kept): whether a ratio
+    is the datapath's (it falls when slower) or the engine's and TCP's (it stays). Jumbo frames
+    (results/bench/mtu.json.gz) took the incasts on the 1:1 networks from 1.13-2.0x to 1.05-1.11x:
+    the headers' floor falls from 1.046 to 1.007 and the datapath forwards 6x fewer packets, so
+    the FatTree's incasts are faithful there. Schemes without dedicated servers synchronise every
     host of the network, its PS hosts too (the issue's W = 8 on the FatTree prototype): on its 6
     workers halving-doubling's own max-min time is 1.13x the busiest cable (6 is not a power of
     two), 1.05x on all 8 (results/bench/segments.json)."""
@@ -113,20 +138,22 @@ def expected_figure(
 
     rows = []
     for name, compress in files.items():
-        spec = load_spec(TOP / "topologies" / name)
-        if slower != 1.0:
-            spec = parse_spec({**spec.model_dump(), "scale": spec.scale * slower}, name)
-        net = build_network(spec)
-        todo = [s for s in schemes if registry.Need.PS_HOSTS not in registry.get(s).needs or net.pss()]
-        LOG.info("%s: %s", name, ", ".join(todo))
-        everyone = {"workers": [h.name for h in net.hosts()]} if net.pss() else {}
-        with Testbed(net) as tb:
-            for scheme in todo:
-                needs = registry.get(scheme).needs
-                job = _job(scheme, iterations, **({} if registry.Need.PS_HOSTS in needs else everyone))
-                r = _scheme_run(tb, net, job, spec.scale * compress, tmp / name / scheme, maxmin=True)
-                rows.append({"topology": name, "slower": slower, **r})
-                LOG.info("%s %s: GST %.3f s, expected %.3f s", name, scheme, r["gst"]["mean"], r["expected_s"])
+        base = load_spec(TOP / "topologies" / name)
+        for mtu in mtus_of(base, mtus):
+            spec = parse_spec({**base.model_dump(), "scale": base.scale * slower, "mtu": mtu}, name)
+            net = build_network(spec)
+            todo = [s for s in schemes if registry.Need.PS_HOSTS not in registry.get(s).needs or net.pss()]
+            LOG.info("%s at MTU %d: %s", name, mtu, ", ".join(todo))
+            everyone = {"workers": [h.name for h in net.hosts()]} if net.pss() else {}
+            with Testbed(net) as tb:
+                for scheme in todo:
+                    needs = registry.get(scheme).needs
+                    job = _job(scheme, iterations, **({} if registry.Need.PS_HOSTS in needs else everyone))
+                    run_dir = tmp / name / str(mtu) / scheme
+                    r = _scheme_run(tb, net, job, spec.scale * compress, run_dir, maxmin=True)
+                    rows.append({"topology": name, "slower": slower, **r})
+                    LOG.info("%s MTU %d %s: GST %.3f s, expected %.3f s", name, mtu, scheme, r["gst"]["mean"],
+                             r["expected_s"])  # fmt: skip
     return rows
 
 
@@ -218,26 +245,29 @@ def mpi_figure(rates: list[float], iterations: int, tmp: Path) -> list[dict]:
     return rows
 
 
-def largest_figure(iterations: int, tmp: Path) -> list[dict]:
-    """64 hosts, calibrated: bring-up time, ring and RAT GST against expectation, the verdict."""
+def largest_figure(iterations: int, tmp: Path, mtus: tuple[int | None, ...] = (None,)) -> list[dict]:
+    """64 hosts, calibrated: bring-up time, ring and RAT GST against expectation, the verdict, at
+    each of `mtus`. At 4 Mbit/s a jumbo frame is 18 ms on the wire: ring gained from it (1.10x to
+    1.03x the busiest cable) and RAT lost (1.61x to 3.14x; results/bench/mtu.json.gz)."""
     from emulation.net import Testbed
     from topologies.build import build_network
     from topologies.schema import load_spec, parse_spec
 
     base = load_spec(TOP / "topologies" / "leafspine-rat.yaml").model_dump()
-    spec = parse_spec({**base, **LARGEST, "name": "leafspine-64"}, "leafspine 4 x 16")
-    net = build_network(spec)
     rows = []
-    t0 = time.perf_counter()
-    with Testbed(net) as tb:
-        up = time.perf_counter() - t0
-        LOG.info("64 hosts up in %.1f s", up)
-        for scheme in ("ring", "rat"):
-            job = _job(scheme, iterations, model="tiny", model_bytes=LARGEST_BYTES * spec.scale, deadline_s=900)
-            r = _scheme_run(tb, net, job, spec.scale, tmp / "largest" / scheme)
-            rows.append({"topology": "leaf-spine 4 leaves x 16 hosts, 2 spines", "bringup_s": up, **r})
-            LOG.info("64 hosts %s: GST %.2f s (expected %.2f), %s", scheme, r["gst"]["mean"], r["expected_s"],
-                     "faithful" if r["faithful"] else "NOT faithful")  # fmt: skip
+    for mtu in mtus_of(parse_spec({**base, **LARGEST}, "leafspine 4 x 16"), mtus):
+        spec = parse_spec({**base, **LARGEST, "name": "leafspine-64", "mtu": mtu}, "leafspine 4 x 16")
+        net = build_network(spec)
+        t0 = time.perf_counter()
+        with Testbed(net) as tb:
+            up = time.perf_counter() - t0
+            LOG.info("64 hosts up in %.1f s (MTU %d)", up, mtu)
+            for scheme in ("ring", "rat"):
+                job = _job(scheme, iterations, model="tiny", model_bytes=LARGEST_BYTES * spec.scale, deadline_s=900)
+                r = _scheme_run(tb, net, job, spec.scale, tmp / "largest" / str(mtu) / scheme)
+                rows.append({"topology": "leaf-spine 4 leaves x 16 hosts, 2 spines", "bringup_s": up, **r})
+                LOG.info("64 hosts MTU %d %s: GST %.2f s (expected %.2f), %s", mtu, scheme, r["gst"]["mean"],
+                         r["expected_s"], "faithful" if r["faithful"] else "NOT faithful")  # fmt: skip
     return rows
 
 
@@ -274,21 +304,24 @@ def format_tables(res: dict) -> str:
     parts = []
     if "expected" in res:
         rows = [
-            [r["topology"], r["scheme"], str(r["hosts"]), f"{r['bytes'] / 1e6:.2f}", fmt(r["expected_s"], ".3f"),
+            [r["topology"], str(r.get("mtu", 1500)), r["scheme"], str(r["hosts"]), f"{r['bytes'] / 1e6:.2f}",
+             fmt(r["expected_s"], ".3f"),
              fmt(r.get("maxmin_s"), ".3f"), f"{r['gst']['mean']:.3f} ± {fmt(r['gst'].get('ci95'), '.3f')}",
              fmt(r["ratio"]), fmt(r.get("over_maxmin")), "yes" if r["faithful"] else f"no: {r['fidelity']}"]
             for r in res["expected"]
         ]  # fmt: skip
-        head = ["topology", "scheme", "hosts", "gradient (MB)", "busiest cable (s)", "schedule, max-min (s)",
+        head = ["topology", "MTU", "scheme", "hosts", "gradient (MB)", "busiest cable (s)", "schedule, max-min (s)",
                 "GST (s, 95% CI)", "GST / busiest cable (goal <= 1.10)", "GST / max-min", "faithful"]  # fmt: skip
         first = res["expected"][0] if res["expected"] else {}
         parts.append(
             "### 1. Measured GST against the schedule's expectation\n\n"
             f"Segments of {fmt(first.get('segment_kb'), 'g')} KB, {first.get('streams', 1)} stream(s) per peer, "
             "a barrier before every synchronisation. Busiest cable: its payload bytes over its rate, the bound no "
-            "schedule beats; on the wire TCP/IP and Ethernet add 66 bytes to every 1,448 of payload at MTU 1500, "
-            f"so a run that kept the cable busy from start to end reads {WIRE_OVERHEAD:.3f} (more where the "
-            "cable's other direction also carries the ACKs of busy flows). Schedule, max-min: the flow model's "
+            "schedule beats; on the wire TCP/IP and Ethernet add 66 bytes to every full segment's payload, so a "
+            f"run that kept the cable busy from start to end reads {wire_overhead(1500):.3f} at MTU 1500 and "
+            f"{wire_overhead(JUMBO):.3f} with jumbo frames (MTU {JUMBO}; more where the cable's other direction "
+            "also carries the ACKs of busy flows). Each network runs at both: the difference is the headers' "
+            "share and the datapath's per-packet work (6x fewer packets at 9000). Schedule, max-min: the flow model's "
             "exact max-min time for the same segmented schedule (models.flow.schedule_time), what a perfect "
             "transport takes where the schedule's dependencies keep the busiest cable idle at times.\n\n"
             + md_table(head, rows)
@@ -314,11 +347,13 @@ def format_tables(res: dict) -> str:
         parts.append("### 3. Ours against Open MPI's allreduce (same hosts, same bytes)\n\n" + md_table(head, rows))
     if "largest" in res:
         rows = [
-            [r["topology"], str(r["hosts"]), r["scheme"], fmt(r["bringup_s"], ".0f"), fmt(r["expected_s"]),
+            [r["topology"], str(r.get("mtu", 1500)), str(r["hosts"]), r["scheme"], fmt(r["bringup_s"], ".0f"),
+             fmt(r["expected_s"]),
              f"{r['gst']['mean']:.2f}", fmt(r["ratio"]), "yes" if r["faithful"] else f"no: {r['fidelity']}"]
             for r in res["largest"]
         ]  # fmt: skip
-        head = ["topology", "hosts", "scheme", "bring-up (s)", "expected (s)", "GST (s)", "GST/expected", "faithful"]
+        head = ["topology", "MTU", "hosts", "scheme", "bring-up (s)", "expected (s)", "GST (s)", "GST/expected",
+                "faithful"]  # fmt: skip
         parts.append("### 4. Largest run (calibrated compute, target >= 64 hosts faithful)\n\n" + md_table(head, rows))
     if "hips" in res:
         rows = [
@@ -341,6 +376,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--segment-kb", type=float, help="every job's pipelining segment in KB (0: whole chunks)")
     p.add_argument("--streams", type=int, help="every job's TCP connections per peer")
     p.add_argument("--slower", type=float, default=1.0, help="expected: every rate and gradient divided by this")
+    p.add_argument("--mtu", type=int, action="append", help="expected and largest: an MTU to run every network at "
+                   f"(repeat for several; default: the topology's own and {JUMBO})")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -358,18 +395,19 @@ def main(argv: list[str] | None = None) -> int:
         figures = set(args.only or ["expected", "overhead", "mpi", "largest", "hips"])
         files, schemes, iterations, sizes = EXPECTED_TOPOLOGIES, SCHEMES, 5, [4, 8]
         rates = [10.0, 25.0, 50.0]
+    mtus: tuple[int | None, ...] = tuple(args.mtu) if args.mtu else (None, JUMBO)
     res: dict = {"meta": meta(args)}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-schemes-") as tmp_name:
         tmp = Path(tmp_name)
         if "expected" in figures:
-            res["expected"] = expected_figure(files, schemes, iterations, tmp, args.slower)
+            res["expected"] = expected_figure(files, schemes, iterations, tmp, args.slower, mtus)
         if "overhead" in figures:
             res["overhead"] = overhead_figure(sizes, 6_250_000, iterations, tmp)
         if "mpi" in figures:
             res["mpi"] = mpi_figure(rates, iterations, tmp)
         if "largest" in figures:
-            res["largest"] = largest_figure(3, tmp)
+            res["largest"] = largest_figure(3, tmp, mtus)
         if "hips" in figures:
             res["hips"] = hips_figure([5.0, 10.0], iterations, tmp)
     res["meta"]["wall_s"] = time.monotonic() - t0
