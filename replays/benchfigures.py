@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulation.shaping import ETH_HEADER, TCP_IP_HEADERS
+from models.flow.simgrid import header_factor
 from replays.evidence import BENCH_SUFFIX, Files, SummaryError, read_summary, write_summary
 from replays.outputs import DPI, csv_text, pyplot
 from replays.reproduction import CSV_KEY
@@ -59,8 +59,9 @@ GST_GOAL = 1.10
 
 def header_floor(mtu: int = DEFAULT_MTU) -> float:
     """What TCP/IP and Ethernet headers add to a busy cable: 1514 bytes on the wire per 1448 of
-    payload at MTU 1500 (benchmarks.schemes.wire_overhead), the floor of GST over the busiest cable."""
-    return (mtu + ETH_HEADER) / (mtu - TCP_IP_HEADERS)
+    payload at MTU 1500 (the flow model's header_factor, inverted), the floor of GST over the
+    busiest cable."""
+    return 1 / header_factor(mtu)
 
 
 HEADER_FLOOR = header_floor()
@@ -732,7 +733,7 @@ def patchports(data: dict) -> Chart:
     """OVS patch ports against veth cables: the flows' wire rate against the configured one, by aggregate."""
     (rows,) = _need(data, "rows")
     mtu = int((data.get("meta") or {}).get("args", {}).get("mtu") or DEFAULT_MTU)
-    factor = (mtu - TCP_IP_HEADERS) / (mtu + ETH_HEADER)  # goodput -> rate on the wire (benchmarks.network)
+    factor = header_factor(mtu)  # goodput -> rate on the wire (benchmarks.network)
     order = ("veth", "patch")
     table = [
         {"cabling": r["cabling"], "rate_mbps": r["rate_mbps"], "aggregate_mbps": r["aggregate_mbps"],
