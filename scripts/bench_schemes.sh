@@ -2,7 +2,7 @@
 # Scheme benchmark: measured GST against each schedule's expectation (leaf-spine, 2-rack, FatTree;
 # ps, mesh, ring, halving-doubling, rat), the engine's own cost on loopback, our ring and
 # halving-doubling beside Open MPI's allreduce at 10/25/50 Mbit/s, a 64-host calibrated run
-# with its fidelity verdict, and HiPS Table 3 measured (BCube(4,1), 4 x 4 Torus at 5/10 Mbit/s). Writes $out/schemes.json and $out/schemes.md. Run as root on an
+# with its fidelity verdict, and HiPS Table 3 measured (BCube(4,1), 4 x 4 Torus at 2.5/5/10 Mbit/s). Writes $out/schemes.json and $out/schemes.md. Run as root on an
 # otherwise idle machine (2 cores: other work changes every figure):
 #   scripts/bench_schemes.sh            (full, ~25 min)
 #   scripts/bench_schemes.sh --quick    (one topology, ring and RAT, loopback; ~2 min)

@@ -4,6 +4,7 @@ writes its tables, and its numbers obey the bound they are set against (no timed
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,8 @@ def test_quick_scheme_benchmark_runs_and_no_sync_beats_its_schedule(tmp_path: Pa
     ]
     for r in rows:  # the busiest cable's bytes over its rate is a floor no run can beat
         assert r["gst"]["n"] == 2 and r["gst"]["mean"] >= 0.95 * r["expected_s"] > 0, r
+        # the engines did CPU work in their synchronisations, and no more than the machine's cores hold
+        assert 0 < r["sync_cpu_cores"] <= os.cpu_count() and r["sync_cpu_s_per_gb"] > 0, r
     loop = res["overhead"]
     assert {r["scheme"] for r in loop} == {"mesh", "ring", "rat"}
     assert all(r["per_host_mbytes_s"] > 0 and r["cpu_s_per_gb"] > r["sync_cpu_s_per_gb"] > 0 for r in loop)
