@@ -60,7 +60,8 @@ from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
 from emulation.net import Testbed
 from emulation.sampler import Sample, Sampler
-from emulation.shaping import ETH_HEADER, offload_cmd
+from emulation.shaping import offload_cmd
+from emulation.wire import header_factor
 from replays import staleness
 from topologies.build import load_network
 from topologies.model import Network
@@ -85,12 +86,6 @@ REACH_CAP_S = 60.0
 CPU_PERIOD_S = 0.5  # sampling period of ovs-vswitchd's CPU and the machine's idle time
 
 SHAPING_BASE = "psnet-testbed"
-
-
-def wire_factor(mtu: int) -> float:
-    """TCP goodput -> rate on the wire: at MTU 1500 a 1448-byte payload (MSS 1460 less 12 bytes of
-    timestamps) travels in a 1514-byte Ethernet frame, and HTB counts the frame."""
-    return measure.mss_bytes(mtu) / (mtu + ETH_HEADER)
 
 
 # --- helpers shared by the figures -------------------------------------------------------------
@@ -322,8 +317,8 @@ def _shaping_rows(
                             "seconds": seconds,
                             "goodput_mean": statistics.mean(ratios),
                             "goodput_min": min(ratios),
-                            "wire_mean": statistics.mean(ratios) / wire_factor(mtu),
-                            "wire_min": min(ratios) / wire_factor(mtu),
+                            "wire_mean": statistics.mean(ratios) / header_factor(mtu),
+                            "wire_min": min(ratios) / header_factor(mtu),
                             "ovs_cpu_pct": ovs_cpu,
                             "idle_pct": idle,
                             "retrans_segments": retrans,
@@ -432,7 +427,7 @@ def format_tables(res: dict) -> str:
                     fmt(r["aggregate_mbps"], "g"),
                     f"{r['goodput_mean']:.1%} / {r['goodput_min']:.1%}",
                     f"{r['wire_mean']:.1%} / {r['wire_min']:.1%}",
-                    f"{wire_factor(mtu):.4f}",
+                    f"{header_factor(mtu):.4f}",
                     f">= {FIDELITY_TARGET:.0%}" if within else f"- (> {budget:g})",
                     fmt(r["ovs_cpu_pct"], ".0f"),
                     fmt(r["idle_pct"], ".0f"),

@@ -43,13 +43,14 @@ import yaml
 from mininet.link import OVSLink
 
 from benchmarks.common import begin, bench_parser, depends_on, fmt, lock_wait_s, md_table, meta, write_results
-from benchmarks.network import CPU_PERIOD_S, FIDELITY_TARGET, BareNet, cpu_means, wait_reachable, wire_factor
+from benchmarks.network import CPU_PERIOD_S, FIDELITY_TARGET, BareNet, cpu_means, wait_reachable
 from controller.routing import compute_paths
 from emulation import datapath, measure
 from emulation.bringup import RegisteredNet, make_mininet
 from emulation.hostcmd import run_all
 from emulation.sampler import Sampler
 from emulation.shaping import htb_cmds, mtu_cmd, offload_cmd, rx_napi_cmds, tc_batch
+from emulation.wire import header_factor
 from topologies.build import load_network
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU
@@ -307,7 +308,7 @@ def table(rows: list[Row], mtu: int = DEFAULT_MTU) -> str:
         "datapath drops (silent / send errors logged)",
         "patch counters / host bytes",
     ]
-    f = wire_factor(mtu)
+    f = header_factor(mtu)
     body = [
         [
             r.cabling,

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, fmt, md_table, meta, write_results
-from models.flow.simgrid import header_factor
+from emulation.wire import header_factor
 from schemes import registry
 from topologies.spec import DEFAULT_MTU
 
@@ -64,6 +64,12 @@ def _job(scheme: str, iterations: int, **over):
 
     fields = {"model": "resnet50", "scheme": scheme, "compute": "calibrated", "compute_s": 0.0, **PIPELINING}
     return JobSpec(**{**fields, "iterations": iterations, "warmup": 1, **over})
+
+
+def sync_cpu_s_per_gb(its: list[dict]) -> float:
+    """The engine processes' own CPU in the synchronisations (each host's `sync_cpu_s`, user +
+    system) per GB they sent: the engine's cost per byte, start and stand-in gradients left out."""
+    return sum(i["sync_cpu_s"] for i in its) / (sum(i["sent_bytes"] for i in its) / 1e9)
 
 
 def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False) -> dict:
@@ -108,18 +114,12 @@ def _scheme_run(tb, net, job, scale: float, run_dir: Path, maxmin: bool = False)
         # the engine processes' own CPU (user + system, which holds the kernel's TCP work done in
         # their calls) over the synchronisations, in cores: what they left ovs-vswitchd of the machine
         "sync_cpu_cores": sync_cpu / sum(i["sync_s"] for i in its),
-        "sync_cpu_s_per_gb": sync_cpu / (sum(i["sent_bytes"] for i in its) / 1e9),
+        "sync_cpu_s_per_gb": sync_cpu_s_per_gb(its),
         "segment_kb": job.segment_kb,
         "streams": job.streams,
         "faithful": verdict.faithful,
         "fidelity": verdict.reason,
     }
-
-
-def wire_overhead(mtu: int) -> float:
-    """Wire bytes per payload byte of a full TCP segment (1,514 / 1,448 at MTU 1500, 9,014 / 8,948
-    at 9000, as HTB counts them): the least GST / busiest cable any run over TCP shows."""
-    return 1 / header_factor(mtu)
 
 
 def mtus_of(own: int, mtus: tuple[int | None, ...]) -> list[int]:
@@ -200,7 +200,6 @@ def overhead_figure(sizes: list[int], n_elems: int, iterations: int, tmp: Path) 
             moved = sent * (iterations + 1)
             sync = run.mean_sync_s()
             its = run.iterations()
-            sync_gb = sum(i["sent_bytes"] for i in its) / 1e9
             rows.append(
                 {
                     "workers": w,
@@ -208,7 +207,7 @@ def overhead_figure(sizes: list[int], n_elems: int, iterations: int, tmp: Path) 
                     "gst_s": sync,
                     "per_host_mbytes_s": sent / w / sync / 1e6,
                     "cpu_s_per_gb": cpu / (moved / 1e9),
-                    "sync_cpu_s_per_gb": sum(i["sync_cpu_s"] for i in its) / sync_gb,
+                    "sync_cpu_s_per_gb": sync_cpu_s_per_gb(its),
                     "wall_s": wall,
                 }
             )
@@ -338,9 +337,9 @@ def format_tables(res: dict) -> str:
             f"Segments of {fmt(first.get('segment_kb'), 'g')} KB, {first.get('streams', 1)} stream(s) per peer, "
             "a barrier before every synchronisation. Busiest cable: its payload bytes over its rate, the bound no "
             "schedule beats; on the wire TCP/IP and Ethernet add 66 bytes to every full segment's payload, so a "
-            f"run that kept the cable busy from start to end reads {wire_overhead(DEFAULT_MTU):.3f} at MTU "
+            f"run that kept the cable busy from start to end reads {1 / header_factor(DEFAULT_MTU):.3f} at MTU "
             f"{DEFAULT_MTU} and "
-            f"{wire_overhead(JUMBO):.3f} with jumbo frames (MTU {JUMBO}; more where the cable's other direction "
+            f"{1 / header_factor(JUMBO):.3f} with jumbo frames (MTU {JUMBO}; more where the cable's other direction "
             "also carries the ACKs of busy flows). Each network runs at both: the difference is the headers' "
             "share and the datapath's per-packet work (6x fewer packets at 9000). Schedule, max-min: the flow model's "
             "exact max-min time for the same segmented schedule (models.flow.schedule_time), what a perfect "

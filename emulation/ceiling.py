@@ -26,7 +26,7 @@ from pathlib import Path
 
 from emulation import measure, tso
 from emulation.net import Testbed
-from emulation.shaping import ETH_HEADER
+from emulation.wire import header_factor
 from topologies.build import build_network
 from topologies.schema import parse_spec, read_yaml
 from topologies.spec import DEFAULT_MTU, record_ceiling
@@ -56,11 +56,6 @@ BUSY_LOAD_PER_CORE = 1.0
 
 class NotMeasured(RuntimeError):
     """The ceiling could not be measured faithfully now (a busy machine); nothing was cached."""
-
-
-def wire_factor(mtu: int = DEFAULT_MTU) -> float:
-    """TCP goodput -> rate on the wire (HTB counts the Ethernet frame)."""
-    return measure.mss_bytes(mtu) / (mtu + ETH_HEADER)
 
 
 def measure_ceiling(steps: tuple[float, ...] = STEPS_MBPS, seconds: float = SAMPLE_S, queue: bool = True) -> dict:
@@ -145,7 +140,7 @@ def _refuse_if_busy() -> None:
 def _sample(tb: Testbed, agg: float, per_flow: float, seconds: float) -> dict:
     """One iperf3 sample of the six flows at `per_flow` Mbit/s each: wire over configured rate."""
     rates = measure.iperf(tb, PAIRS, seconds)
-    wire = [r.achieved_mbps / per_flow / wire_factor() for r in rates]
+    wire = [r.achieved_mbps / per_flow / header_factor(DEFAULT_MTU) for r in rates]
     row = {"aggregate_mbps": agg, "wire_mean": statistics.mean(wire), "wire_min": min(wire)}
     LOG.info("ceiling probe %g Mbit/s: wire mean %.3f, min %.3f", agg, row["wire_mean"], row["wire_min"])
     return row

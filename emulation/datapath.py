@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulation.sampler import tx_counters
-from emulation.shaping import ETH_HEADER
+from emulation.wire import ETH_HEADER
 from topologies.spec import DEFAULT_MTU
 
 LOG = logging.getLogger(__name__)

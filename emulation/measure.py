@@ -19,7 +19,7 @@ from controller.routing import path_links, path_nodes, taken_path
 from emulation.fidelity import TCP_COUNTERS, tcp_counts
 from emulation.hostcmd import run
 from emulation.net import Testbed
-from emulation.shaping import TCP_IP_HEADERS
+from emulation.wire import TCP_IP_HEADERS
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulation.shaping import ETH_HEADER, queue_pkts_for
+from emulation.shaping import queue_pkts_for
+from emulation.wire import ETH_HEADER
 from topologies.model import Network
 from topologies.spec import InputError
 

@@ -8,11 +8,9 @@ have it, so callers ask `doctor.has_netem()` first.
 
 from __future__ import annotations
 
+from emulation.wire import ETH_HEADER
 from topologies.spec import DEFAULT_MTU
 
-ETH_HEADER = 14  # bytes HTB counts beyond the IP packet
-#: bytes of IP and TCP headers with the timestamp option (Linux's default) in a full segment
-TCP_IP_HEADERS = 52
 QUANTUM_BYTES = DEFAULT_MTU + ETH_HEADER
 QUEUE_PKTS = 1000  # at the default MTU: 1.5 MB
 HZ = 250  # kernel timer ticks per second: HTB releases at most about one burst per tick

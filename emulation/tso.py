@@ -47,7 +47,7 @@ import os
 import sys
 from pathlib import Path
 
-from emulation.shaping import ETH_HEADER, TCP_IP_HEADERS
+from emulation.wire import ETH_HEADER, TCP_IP_HEADERS
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU, InputError, datapath_ceiling, measured_ceiling
 

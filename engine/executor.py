@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import struct
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,10 @@ HELLO = struct.Struct("!H")  # length of the sender's name, then the name
 ITERATION = struct.Struct("!I")  # a barrier message: the iteration it is for
 BARRIER = "#barrier"  # the suffix of a control connection's hello name
 SCRATCH = 64 * 1024  # an inbound connection's read buffer (_Inbound): many small frames per read
+#: the most an inbound connection asks the kernel to hold before waking it (SO_RCVLOWAT, _Inbound):
+#: above half of TCP's first receive buffer (tcp_rmem[1], 87,380 B here) Linux would also clamp the
+#: connection's window to it until autotuning grows the buffer (tcp_set_rcvlowat)
+LOWAT_CAP = 32 * 1024
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -89,8 +94,16 @@ class HostEngine:
         self.out_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op == Op.SEND})
         self.in_peers = sorted({s.peer for s in schedule.steps.get(name, []) if s.op != Op.SEND})
         self.writers: dict[str, list[asyncio.StreamWriter]] = defaultdict(list)
-        #: frames filed by (sender, chunk, iteration): iterations may overlap (SSP), each takes its own
-        self.inbox: dict[tuple[str, int, int], asyncio.Queue[tuple[int, bytearray]]] = defaultdict(asyncio.Queue)
+        #: frames filed by (sender, chunk, iteration) in arrival order, not yet taken: iterations may
+        #: overlap (SSP), each takes its own. A chunk task that finds none waits on a future in
+        #: `_waiting` (one per key at most: a key's steps run in one task, in order). Not an
+        #: asyncio.Queue per key: building one (three deques and an Event) per frame, then its put's
+        #: and get's bookkeeping, was work per frame that a deque and a future do without
+        self.inbox: dict[tuple[str, int, int], deque[bytearray]] = {}
+        self._waiting: dict[tuple[str, int, int], asyncio.Future[bytearray]] = {}
+        #: the smallest chunk's bytes: no raw frame's payload is shorter, whichever peer sends it
+        #: under whichever plan (a new plan keeps the chunks: host.use_schedule). See least_payload
+        self._least_chunk = min((c.nbytes for c in schedule.chunks), default=0)
         self.server: asyncio.base_events.Server | None = None
         self.connected = asyncio.Event()
         self._arrived: dict[str, int] = defaultdict(int)  # connections accepted per peer
@@ -166,10 +179,47 @@ class HostEngine:
         self._check_connected()
 
     def _frame(self, peer: str, it: int, chunk: int, payload: bytearray) -> None:
-        """A whole frame came in: filed by (sender, chunk, iteration) in arrival order."""
+        """A whole frame came in: handed to the chunk task waiting for it, else filed by (sender,
+        chunk, iteration) in arrival order."""
         if self.arrivals is not None:
             self.arrivals.append((time.monotonic(), it, peer, chunk))
-        self.inbox[(peer, chunk, it)].put_nowait((it, payload))
+        key = (peer, chunk, it)
+        waiter = self._waiting.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(payload)
+        elif key in self.inbox:
+            self.inbox[key].append(payload)
+        else:
+            self.inbox[key] = deque((payload,))
+
+    def least_payload(self) -> int:
+        """The fewest payload bytes the next frame on any inbound connection carries: the smallest
+        chunk, or 0 with a codec (its sizes are known only at run time). An inbound connection
+        between frames asks the kernel to wake it once a header and that many bytes are in
+        (_Inbound): never more than the next frame holds."""
+        return 0 if self.codec is not None else self._least_chunk
+
+    async def _take(self, key: tuple[str, int, int]) -> bytearray:
+        """The next frame filed under `key`, waiting for it if none came yet."""
+        frames = self.inbox.get(key)
+        if frames:
+            payload = frames.popleft()
+            if not frames:
+                del self.inbox[key]
+            return payload
+        if self.failure is not None:
+            raise EngineError(f"{self.name}: an inbound connection failed: {self.failure}")
+        waiter = self._waiting[key] = asyncio.get_running_loop().create_future()
+        return await waiter
+
+    def _failed(self, err: BaseException) -> None:
+        """An inbound connection broke (a bad frame): every chunk task waiting for a frame
+        learns it now, not at the run's timeout."""
+        self.failure = err
+        for waiter in self._waiting.values():
+            if not waiter.done():
+                waiter.set_exception(EngineError(f"{self.name}: an inbound connection failed: {err}"))
+        self._waiting.clear()
 
     async def barrier(self, iteration: int) -> None:
         """Wait until every host reached this iteration's synchronisation (no-op without a barrier)."""
@@ -256,14 +306,11 @@ class HostEngine:
                 continue
             s = steps[i]
             i += 1
-            key = (s.peer, c, iteration)
-            it, payload = await self.inbox[key].get()
-            if self.inbox[key].empty():  # a later frame of the key finds a new queue
-                del self.inbox[key]
-            if it != iteration or (self.codec is None and len(payload) != ch.nbytes):
+            payload = await self._take((s.peer, c, iteration))
+            if self.codec is None and len(payload) != ch.nbytes:
                 raise EngineError(
-                    f"{self.name}: from {s.peer} chunk {c}: got iteration {it}, {len(payload)} B; "
-                    f"expected iteration {iteration}, {ch.nbytes} B"
+                    f"{self.name}: from {s.peer} chunk {c} of iteration {iteration}: got {len(payload)} B, "
+                    f"expected {ch.nbytes} B"
                 )
             data = self._taken(s, c, payload, ch.length, iteration)
             if s.op == Op.REDUCE:
@@ -339,6 +386,14 @@ class _Inbound(asyncio.BufferedProtocol):
     did (its buffer, `readexactly`'s bytes, the buffer's shift), which cut mesh's and RAT's GST by
     14% on loopback (2026-11-29).
 
+    It asks the kernel to wake it only once the bytes it needs next are in (SO_RCVLOWAT, at most
+    LOWAT_CAP): the rest of the payload it is reading, or between frames a header and the least
+    frame this sender sends here (`HostEngine.least_frame`). Woken per arriving packet, a receiver
+    at a few Mbit/s found a packet per wake: HiPS on the 4x4 Torus at 5 Mbit/s, 2-5 KB frames, took
+    41.0-44.7 CPU s per GB so, 32.5-34.9 asking for the rest of each payload (2026-12-03,
+    results/bench/hips-cpu.json.gz). Never more than is coming: a frame is at least that long, and
+    the peer's close wakes it whatever it asked.
+
     A protocol of our own: asyncio's streams are the only reader it ships, and they copy."""
 
     def __init__(self, engine: HostEngine) -> None:
@@ -351,9 +406,20 @@ class _Inbound(asyncio.BufferedProtocol):
         self.have = 0  # bytes of `payload` read so far
         self.frame = (0, 0)  # (iteration, chunk) of that payload
         self.transport: asyncio.Transport | None = None
+        self.sock: socket.socket | None = None  # None: no kernel socket to ask (fed by hand)
+        self.lowat = 1  # what the socket's SO_RCVLOWAT is now
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.sock = transport.get_extra_info("socket")
+
+    def _need(self, n: int) -> None:
+        """Wake this connection once `n` more bytes are in (at most LOWAT_CAP; a syscall only
+        when that changes, which between whole frames of one size it does not)."""
+        n = max(1, min(n, LOWAT_CAP))
+        if n != self.lowat and self.sock is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, n)
+            self.lowat = n
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self.payload is not None:
@@ -371,13 +437,16 @@ class _Inbound(asyncio.BufferedProtocol):
                 self._parse()
                 return
             self.have += nbytes
-            if self.have == len(self.payload):
-                payload, self.payload = self.payload, None
-                self.engine._frame(self.peer, *self.frame, payload)
-        except Exception as err:  # surfaced by the chunk task waiting on this peer
-            self.engine.failure = err
-            assert self.transport is not None
-            self.transport.close()
+            if self.have < len(self.payload):
+                self._need(len(self.payload) - self.have)
+                return
+            payload, self.payload = self.payload, None
+            self._need(HEADER.size + self.engine.least_payload())  # scratch is empty here
+            self.engine._frame(self.peer, *self.frame, payload)
+        except Exception as err:  # raised in every chunk task waiting for a frame
+            self.engine._failed(err)
+            if self.transport is not None:
+                self.transport.close()
 
     def _parse(self) -> None:
         """Act on every whole message in scratch[start:end]; a payload that runs past it is read
@@ -402,6 +471,7 @@ class _Inbound(asyncio.BufferedProtocol):
                 self.start += ITERATION.size
             else:
                 if avail < HEADER.size:
+                    self._need(HEADER.size + e.least_payload() - avail)
                     return
                 it, chunk, nbytes = HEADER.unpack_from(buf, self.start)
                 body = self.start + HEADER.size
@@ -411,5 +481,6 @@ class _Inbound(asyncio.BufferedProtocol):
                 self.start = body + got
                 if got < nbytes:  # the rest straight into its own buffer
                     self.payload, self.have, self.frame = payload, got, (it, chunk)
+                    self._need(nbytes - got)
                     return
                 e._frame(self.peer, it, chunk, payload)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.flow.simgrid import header_factor
+from emulation.wire import header_factor
 from replays.evidence import BENCH_SUFFIX, Files, SummaryError, read_summary, write_summary
 from replays.outputs import DPI, csv_text, pyplot
 from replays.reproduction import CSV_KEY
@@ -57,14 +57,9 @@ WIRE_TARGET = 0.95
 GST_GOAL = 1.10
 
 
-def header_floor(mtu: int = DEFAULT_MTU) -> float:
-    """What TCP/IP and Ethernet headers add to a busy cable: 1514 bytes on the wire per 1448 of
-    payload at MTU 1500 (the flow model's header_factor, inverted), the floor of GST over the
-    busiest cable."""
-    return 1 / header_factor(mtu)
-
-
-HEADER_FLOOR = header_floor()
+#: what TCP/IP and Ethernet headers add to a busy cable at MTU 1500 (1514 wire bytes per 1448 of
+#: payload): the floor of GST over the busiest cable
+HEADER_FLOOR = 1 / header_factor(DEFAULT_MTU)
 #: the BCT benchmark's target band for measured / BCT_max
 BCT_TARGET = (0.95, 1.10)
 #: the replay benchmark's goal: the runs' headlines within 5% of each other
@@ -893,7 +888,7 @@ def schemes(data: dict) -> Chart:
             pts = [t for t in table if (t["topology"], t["mtu"]) == (topo, mtu)]
             xs = [x0 + i for i in range(len(pts))]
             ticks.append(sum(xs) / len(xs))
-            floor = header_floor(mtu)
+            floor = 1 / header_factor(mtu)
             ax.plot([xs[0] - 0.5, xs[-1] + 0.5], [floor] * 2, "k:", lw=0.8)
             ax.text(xs[-1] + 0.5, floor - 0.004, f"{floor:.3f}", ha="right", va="top", fontsize=6)
             for x, t in zip(xs, pts, strict=True):

@@ -154,7 +154,9 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one(tmp_path, mo
     assert last.startswith("- MTU 1500, ECS-ToR cables patch, userspace TSO: ") and "**1800 Mbit/s**" in last
 
 
-def test_the_wire_factor_follows_the_mtu():
-    from benchmarks.network import wire_factor
+def test_the_header_factor_follows_the_mtu():
+    from emulation.measure import mss_bytes
+    from emulation.wire import header_factor
 
-    assert wire_factor(1500) == pytest.approx(1448 / 1514) and wire_factor(9000) == pytest.approx(8948 / 9014)
+    assert header_factor(1500) == pytest.approx(1448 / 1514) and header_factor(9000) == pytest.approx(8948 / 9014)
+    assert header_factor(1500) == mss_bytes(1500) / 1514  # the retransmission counter's segment

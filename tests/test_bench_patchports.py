@@ -25,7 +25,7 @@ def test_quick_probe_patch_ports_carry_more_than_veth_cables(tmp_path: Path, no_
     assert set(rows) == {(c, a) for c in patchports.CABLINGS for a in (600.0, 1200.0)}
     for r in rows.values():
         assert len(r["goodput"]) == 6
-    wire = patchports.wire_factor(patchports.DEFAULT_MTU)
+    wire = patchports.header_factor(patchports.DEFAULT_MTU)
     assert rows["patch", 600.0]["slowest"] / wire >= 0.9, rows["patch", 600.0]
     assert rows["patch", 1200.0]["slowest"] / wire >= 0.9, rows["patch", 1200.0]
     # where veth cables fall behind whatever the datapath: 1,200 Mbit/s (44-48% with userspace TSO, 40% on

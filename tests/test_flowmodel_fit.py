@@ -174,8 +174,9 @@ def test_headers_charge_every_payload_byte_its_wire_share():
     _sg()
     from dataclasses import replace
 
+    from emulation.wire import header_factor
     from models.flow.demands import Traffic
-    from models.flow.simgrid import header_factor, simulate
+    from models.flow.simgrid import simulate
 
     t = Traffic("one")
     t.add("a1", "a0", 12.5e6)

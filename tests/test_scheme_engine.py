@@ -184,9 +184,61 @@ def test_an_inbound_connection_files_every_frame_however_the_reads_fall(cuts):
     proto = _Inbound(engine)
     _feed(proto, stream, cuts)
     assert engine.failure is None and proto.peer == "a"
-    got = {k: [q.get_nowait() for _ in range(q.qsize())] for k, q in engine.inbox.items()}
-    assert got == {("a", c, it): [(it, bytearray(p))] for it, c, p in frames}
+    assert {k: list(q) for k, q in engine.inbox.items()} == {("a", c, it): [bytearray(p)] for it, c, p in frames}
     # a control connection to the coordinator: its barrier messages, however they are cut
     control = _Inbound(engine)
     _feed(control, HELLO.pack(len("a#barrier")) + b"a#barrier" + ITERATION.pack(4) + ITERATION.pack(5), cuts[:2])
     assert [engine._reached.get_nowait() for _ in range(2)] == [("a", 4), ("a", 5)]
+
+
+def test_an_inbound_connection_asks_the_kernel_for_the_bytes_it_needs_next():
+    """SO_RCVLOWAT on a real TCP socket: the rest of the payload being read (at most LOWAT_CAP),
+    then between frames a header and the smallest chunk, so a receiver wakes once per frame, not
+    per packet; with a codec (sizes known only at run time) just a header."""
+    import socket
+
+    from engine.executor import HEADER, HELLO, LOWAT_CAP, HostEngine, _Inbound
+
+    engine = HostEngine("b", compile_scheme("ring", ["a", "b"], 5_000), {})  # 10 KB chunks
+    least = min(c.nbytes for c in engine.schedule.chunks)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        sock, _ = server.accept()
+        with client, sock:
+            proto = _Inbound(engine)
+            proto.sock = sock
+
+            def lowat() -> int:
+                return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+
+            _feed(proto, HELLO.pack(1) + b"a" + HEADER.pack(0, 0, least)[:5], [])
+            assert lowat() == HEADER.size + least - 5  # the header's rest and the least payload
+            _feed(proto, HEADER.pack(0, 0, least)[5:] + b"\0" * 1000, [])
+            assert lowat() == least - 1000  # the rest of this payload
+            _feed(proto, b"\0" * (least - 1000), [])
+            assert lowat() == HEADER.size + least and list(engine.inbox) == [("a", 0, 0)]
+            _feed(proto, HEADER.pack(0, 1, 3 * LOWAT_CAP) + b"\0" * 100, [])
+            assert lowat() == LOWAT_CAP  # never more than the cap
+            engine.codec = object()  # type: ignore[assignment]  # any codec: sizes unknown
+            _feed(proto, b"\0" * (3 * LOWAT_CAP - 100), [])
+            assert lowat() == HEADER.size
+
+
+def test_a_broken_inbound_connection_fails_the_chunk_tasks_waiting_for_a_frame():
+    """A frame that cannot be parsed raises in the synchronisation now, not at the run's timeout."""
+    import asyncio
+
+    from engine.executor import HELLO, EngineError, HostEngine, _Inbound
+
+    engine = HostEngine("b", compile_scheme("ring", ["a", "b"], 64), {})
+
+    async def wait_then_break() -> None:
+        waiting = asyncio.ensure_future(engine._take(("a", 0, 0)))
+        await asyncio.sleep(0)
+        _feed(_Inbound(engine), HELLO.pack(2) + b"\xff\xfe", [])  # a name that is not UTF-8
+        with pytest.raises(EngineError, match="inbound connection failed"):
+            await asyncio.wait_for(waiting, 5)
+        with pytest.raises(EngineError, match="inbound connection failed"):
+            await engine._take(("a", 1, 0))  # and any later wait, at once
+
+    asyncio.run(wait_then_break())

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 
+from emulation.wire import header_factor
 from models.flow.demands import Traffic
 
 LOG = logging.getLogger(__name__)
@@ -139,13 +140,6 @@ class Platform:
     mtu: int = DEFAULT_MTU  # the network's MTU (topologies.spec): what TCP_HEADERS charges
     #: links that are OVS patch ports in the emulator (no pass through its datapath: not in the load)
     patch: frozenset[int] = frozenset()
-
-
-def header_factor(mtu: int = DEFAULT_MTU) -> float:
-    """Payload bytes per wire byte of a full TCP segment: (MTU - 52) / (MTU + 14), i.e. 1448 / 1514
-    at MTU 1500 (IP 20 + TCP 20 + timestamps 12 inside the MTU, Ethernet 14 outside it, which HTB
-    counts: emulation.shaping)."""
-    return (mtu - 52) / (mtu + 14)
 
 
 @dataclass
