@@ -50,8 +50,9 @@ HIPS_TOPOLOGIES = ("bcube-4-1.yaml", "torus-4x4.yaml")
 HIPS_BYTES = 1_000_000  # emulated gradient bytes of the HiPS rows (W/B = 0.8 s at 10 Mbit/s)
 #: emulated NIC rates of the HiPS rows (Mbit/s): the same bytes at each, so a higher rate asks the
 #: same engine work of the machine in less time. On the 4 x 4 Torus HiPS keeps all 64 cables busy
-#: at once with 16-KB frames: at 5 Mbit/s its engines took most of both cores (1.12-1.58x Table 3),
-#: at 2.5 they met it (1.07-1.09x; results/bench/hips-cpu.json.gz)
+#: at once with 16-KB frames: at 5 Mbit/s its engines took most of both cores (1.12-1.58x Table 3;
+#: 1.14-1.34 since a receiver wakes once per frame), at 2.5 they met it (1.07-1.09x;
+#: results/bench/hips-cpu.json.gz, lowat.json.gz)
 HIPS_RATES = (2.5, 5.0, 10.0)
 #: the MTU the expected and largest figures also run at (topology field `mtu`): jumbo frames
 JUMBO = 9000

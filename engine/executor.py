@@ -387,12 +387,13 @@ class _Inbound(asyncio.BufferedProtocol):
     14% on loopback (2026-11-29).
 
     It asks the kernel to wake it only once the bytes it needs next are in (SO_RCVLOWAT, at most
-    LOWAT_CAP): the rest of the payload it is reading, or between frames a header and the least
-    frame this sender sends here (`HostEngine.least_frame`). Woken per arriving packet, a receiver
-    at a few Mbit/s found a packet per wake: HiPS on the 4x4 Torus at 5 Mbit/s, 2-5 KB frames, took
-    41.0-44.7 CPU s per GB so, 32.5-34.9 asking for the rest of each payload (2026-12-03,
-    results/bench/hips-cpu.json.gz). Never more than is coming: a frame is at least that long, and
-    the peer's close wakes it whatever it asked.
+    LOWAT_CAP): the rest of the payload it is reading, or between frames a header and the smallest
+    chunk's payload (`HostEngine.least_payload`). Woken per arriving packet, a receiver on a slow
+    cable found one packet per wake: with this, the engine's CPU per GB on shaped cables fell from
+    33-89 to 9-30 s in bench_schemes' HiPS rows (ring on the 4x4 Torus at 2.5 Mbit/s: 89 -> 11), and
+    HiPS on that Torus at 5 Mbit/s (16-KB frames) went from 1.40-1.41 to 1.30-1.34x Table 3 in runs
+    alternated (2026-12-03, results/bench/lowat.json.gz; docs/measurements.md). Never more than is
+    coming: no frame is shorter, and the peer's close wakes it whatever it asked.
 
     A protocol of our own: asyncio's streams are the only reader it ships, and they copy."""
 
