@@ -61,7 +61,7 @@ from emulation.hostcmd import run_all
 from emulation.net import Testbed
 from emulation.sampler import Sample, Sampler
 from emulation.shaping import offload_cmd
-from emulation.wire import header_factor
+from emulation.wire import header_factor, mss_bytes
 from replays import staleness
 from topologies.build import load_network
 from topologies.model import Network
@@ -322,7 +322,7 @@ def _shaping_rows(
                             "ovs_cpu_pct": ovs_cpu,
                             "idle_pct": idle,
                             "retrans_segments": retrans,
-                            "retrans_share": retrans * measure.mss_bytes(mtu) / sent if sent else None,
+                            "retrans_share": retrans * mss_bytes(mtu) / sent if sent else None,
                             "datapath_drops": drops.silent,
                             "datapath_rx_drops": drops.received_dropped,
                             "ovs_send_buffer": getattr(datapath.send_socket(), "sndbuf", None),

@@ -19,9 +19,7 @@ from controller.routing import path_links, path_nodes, taken_path
 from emulation.fidelity import TCP_COUNTERS, tcp_counts
 from emulation.hostcmd import run
 from emulation.net import Testbed
-from emulation.wire import TCP_IP_HEADERS
 from topologies.model import Network
-from topologies.spec import DEFAULT_MTU
 
 _FLOW_RE = re.compile(r"n_packets=(\d+).*?priority=(\d+)(?:,(\S*))? actions=(\S+)")
 
@@ -124,11 +122,6 @@ def nic_bytes(tb: Testbed, host: str) -> dict[str, tuple[int, int]]:
     return {
         d["ifname"]: (d["stats64"]["rx"]["bytes"], d["stats64"]["tx"]["bytes"]) for d in data if d["ifname"] != "lo"
     }
-
-
-def mss_bytes(mtu: int = DEFAULT_MTU) -> int:
-    """TCP payload of a full segment at `mtu` (1448 at 1500): converts retransmitted segments to bytes."""
-    return mtu - TCP_IP_HEADERS
 
 
 def tcp_totals(tb: Testbed, hosts: list[str]) -> tuple[int, ...]:

@@ -47,7 +47,7 @@ import os
 import sys
 from pathlib import Path
 
-from emulation.wire import ETH_HEADER, TCP_IP_HEADERS
+from emulation.wire import ETH_HEADER, TCP_IP_HEADERS, mss_bytes
 from topologies.model import Network
 from topologies.spec import DEFAULT_MTU, InputError, datapath_ceiling, measured_ceiling
 
@@ -138,7 +138,7 @@ def gso_cap(net: Network) -> int:
     """Bytes of the largest GSO packet a host of `net` may send: `GSO_BURST_MS` of its slowest
     link, at least two frames' payload and at most 64 kB."""
     slowest = min((ln.mbps for ln in net.links), default=0.0)
-    mss = net.spec.mtu - TCP_IP_HEADERS
+    mss = mss_bytes(net.spec.mtu)
     return int(max(2 * mss + FRAME_HEADERS, min(GSO_MAX_BYTES, slowest * 1e6 / 8 * GSO_BURST_MS / 1e3)))
 
 
@@ -146,7 +146,7 @@ def gso_cmd(intf: str, cap: int, mtu: int) -> list[str]:
     """The command, run where `intf` lives, that caps its GSO packets at `cap` bytes: the size a
     local TCP sender builds (gso_max_size) and the segments a forwarded GRO packet may keep
     (gso_max_segs; a relaying host's larger ones are cut in software)."""
-    segs = max(2, cap // (mtu - TCP_IP_HEADERS))
+    segs = max(2, cap // mss_bytes(mtu))
     return ["ip", "link", "set", "dev", intf, "gso_max_size", str(cap), "gso_max_segs", str(segs)]
 
 
@@ -164,7 +164,7 @@ def wire_bytes(nbytes: int, packets: int, mtu: int) -> int:
     frames; frames beyond the packets add their headers. Exact for frames the size of the MTU or
     less (nothing is added), and within a fraction of one header per GSO packet otherwise."""
     payload = nbytes - packets * FRAME_HEADERS
-    frames = payload / (mtu - TCP_IP_HEADERS)  # full segments (emulation.measure.mss_bytes)
+    frames = payload / mss_bytes(mtu)  # full segments
     return nbytes + int(max(0.0, frames - packets) * FRAME_HEADERS)
 
 

@@ -9,10 +9,15 @@ ETH_HEADER = 14  # bytes HTB counts beyond the IP packet
 TCP_IP_HEADERS = 52
 
 
+def mss_bytes(mtu: int) -> int:
+    """TCP payload of a full segment at `mtu` (1448 at 1500): converts segments to bytes."""
+    return mtu - TCP_IP_HEADERS
+
+
 def header_factor(mtu: int) -> float:
     """Payload bytes per wire byte of a full TCP segment, as HTB counts the wire: (MTU - 52) /
     (MTU + 14), 1448 / 1514 at MTU 1500 and 8948 / 9014 at 9000 (IP 20 + TCP 20 + timestamps 12
     inside the MTU, Ethernet 14 outside it). The flow model charges it, the benchmarks turn
     goodput into wire rate with it, and its inverse is the least GST over the busiest cable any run
     over TCP reads."""
-    return (mtu - TCP_IP_HEADERS) / (mtu + ETH_HEADER)
+    return mss_bytes(mtu) / (mtu + ETH_HEADER)

@@ -208,17 +208,21 @@ class HostEngine:
                 del self.inbox[key]
             return payload
         if self.failure is not None:
-            raise EngineError(f"{self.name}: an inbound connection failed: {self.failure}")
+            raise self._broken(self.failure)
         waiter = self._waiting[key] = asyncio.get_running_loop().create_future()
         return await waiter
 
+    def _broken(self, err: BaseException) -> EngineError:
+        """The error a chunk task raises once an inbound connection has failed with `err`."""
+        return EngineError(f"{self.name}: an inbound connection failed: {err}")
+
     def _failed(self, err: BaseException) -> None:
-        """An inbound connection broke (a bad frame): every chunk task waiting for a frame
-        learns it now, not at the run's timeout."""
+        """An inbound connection broke (a bad frame, a peer gone mid-frame): every chunk task
+        waiting for a frame learns it now, not at the run's timeout."""
         self.failure = err
         for waiter in self._waiting.values():
             if not waiter.done():
-                waiter.set_exception(EngineError(f"{self.name}: an inbound connection failed: {err}"))
+                waiter.set_exception(self._broken(err))
         self._waiting.clear()
 
     async def barrier(self, iteration: int) -> None:
@@ -413,6 +417,14 @@ class _Inbound(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.sock = transport.get_extra_info("socket")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """A peer that closes between frames is done (every run ends so); one that closes inside
+        a frame, or whose connection breaks, will send nothing more: the chunk tasks waiting for
+        it fail now, not at the run's timeout."""
+        inside = self.payload is not None or (not self.barrier and self.end > self.start)
+        if self.engine.failure is None and (exc is not None or inside):  # the first failure is the cause
+            self.engine._failed(exc or EngineError(f"{self.peer or 'a peer'} closed its connection inside a frame"))
 
     def _need(self, n: int) -> None:
         """Wake this connection once `n` more bytes are in (at most LOWAT_CAP; a syscall only

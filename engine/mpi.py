@@ -16,12 +16,15 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
 
 from emulation.net import Testbed, clean_env
+from engine.mpi_allreduce import LAUNCHED
 
 REPO = Path(__file__).resolve().parents[1]
 AGENT = Path(__file__).with_name("mnrsh")
@@ -29,6 +32,9 @@ AGENT = Path(__file__).with_name("mnrsh")
 ALGORITHMS = {"ring": 4, "halving-doubling": 6, "recursive-doubling": 3, "default": 0}
 #: seconds mpirun waits for every host's daemon before giving up (on 2 busy cores one may be slow)
 STARTUP_TIMEOUT_S = 60
+#: seconds from mpirun's start to every rank's first barrier (LAUNCHED) before the launch is
+#: stopped and tried again: mpirun's own startup timeout, and time for the ranks' imports
+LAUNCH_TIMEOUT_S = STARTUP_TIMEOUT_S + 30
 LOG = logging.getLogger(__name__)
 
 
@@ -48,8 +54,9 @@ def run_mpi_allreduce(
 ) -> dict:
     """Times of Open MPI's allreduce of `n_elems` float32 across `hosts` (slowest rank per call).
 
-    A launch where a host's daemon never reports (seen once under heavy load) is tried once more;
-    nothing of a failed attempt is left running."""
+    A launch where a host's daemon never reports (seen under load: 6 of 7 daemons up, mpirun
+    waiting until the run's timeout) is stopped once no rank is up after LAUNCH_TIMEOUT_S, not
+    `timeout_s`, and tried once more; nothing of a failed attempt is left running."""
     if shutil.which("mpirun") is None:
         raise MpiError("mpirun not found: install openmpi-bin (scripts/setup.sh does)")
     if algorithm not in ALGORITHMS:
@@ -92,19 +99,44 @@ def run_mpi_allreduce(
 
 
 def _mpirun(
-    tb: Testbed, host: str, argv: list[str], env: dict[str, str], hostmap: str, timeout_s: float
+    tb: Testbed,
+    host: str,
+    argv: list[str],
+    env: dict[str, str],
+    hostmap: str,
+    timeout_s: float,
+    launch_s: float = LAUNCH_TIMEOUT_S,
 ) -> tuple[str, int]:
-    """Run mpirun in `host`; on a time-out kill it and every daemon it started (orted daemonizes
-    into the other hosts' namespaces, so it outlives mpirun's process group), found by our hostmap
-    in their environment."""
+    """Run mpirun in `host`: (its output, its exit code, -9 if stopped). Stopped when its ranks
+    are not all up (no LAUNCHED line) after `launch_s`, or it has no result after `timeout_s`;
+    then it and every daemon it started are killed (orted daemonizes into the other hosts'
+    namespaces, so it outlives mpirun's process group), found by our hostmap in their environment."""
     p = tb.host(host).popen(argv, env=env, cwd=str(REPO), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines: list[str] = []
+    launched = threading.Event()
+
+    def read() -> None:  # the output as it comes, so the launch is seen while mpirun runs
+        for line in p.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.strip() == LAUNCHED:
+                launched.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    t0, note = time.monotonic(), ""
     try:
-        out, _ = p.communicate(timeout=timeout_s)
-        return out, p.returncode
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-        return out + f"\n(no result after {timeout_s:g} s: stopped)", -9
+        if not launched.wait(min(launch_s, timeout_s)) and p.poll() is None:
+            note = f"(not every rank up after {min(launch_s, timeout_s):g} s: stopped)"
+        else:
+            try:
+                p.wait(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))
+            except subprocess.TimeoutExpired:
+                note = f"(no result after {timeout_s:g} s: stopped)"
+        if note:
+            p.kill()
+            p.wait()
+        reader.join(10)
+        return "".join(lines) + (f"\n{note}" if note else ""), -9 if note else p.returncode
     finally:
         for proc in psutil.process_iter(["name", "environ"]):
             try:

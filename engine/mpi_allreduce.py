@@ -3,7 +3,8 @@
     mpirun ... python -m engine.mpi_allreduce N_ELEMS WARMUP ITERATIONS
 
 Each timed allreduce starts after a barrier; the slowest rank's time counts (as our GST takes the
-slowest worker). Rank 0 prints one JSON line with every iteration's time and a sum check.
+slowest worker). Rank 0 prints LAUNCHED once every rank is up (engine.mpi's launch watchdog waits
+for it), then one JSON line with every iteration's time and a sum check.
 """
 
 from __future__ import annotations
@@ -13,13 +14,20 @@ import sys
 import time
 
 import numpy as np
-from mpi4py import MPI
+
+#: rank 0's line once every rank has passed the first barrier: the launch is over
+LAUNCHED = "all ranks launched"
 
 
 def main(argv: list[str]) -> int:
+    from mpi4py import MPI  # here, so engine.mpi can read LAUNCHED without MPI
+
     n, warmup, iterations = (int(a) for a in argv[:3])
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    comm.Barrier()
+    if rank == 0:
+        print(LAUNCHED, flush=True)
     send = np.full(n, float(rank + 1), dtype=np.float32)
     recv = np.empty_like(send)
     times = []

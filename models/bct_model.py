@@ -245,8 +245,12 @@ def _link_mbps(link: Link, scaled: bool) -> float:
     return link.mbps if scaled else link.paper_mbps
 
 
-def _job(net: Network) -> tuple[list[Node], list[Node]]:
-    workers, pss = net.workers(), net.pss()
+def _job(
+    net: Network, workers: Sequence[Node] | None = None, pss: Sequence[Node] | None = None
+) -> tuple[list[Node], list[Node]]:
+    """The job's workers and PSs: the ones given, else every worker and PS of the topology."""
+    workers = list(workers) if workers is not None else net.workers()
+    pss = list(pss) if pss is not None else net.pss()
     if not workers or not pss:
         raise ValueError(f"{net.name}: the BCT model needs at least one worker and one PS")
     return workers, pss
@@ -335,11 +339,14 @@ def t_wire_s(
     raise ValueError(f"{net.name}: no BCT model for scenario {facts.scenario!r}")
 
 
-def two_modules_terms_of(net: Network, scaled: bool = True) -> dict[str, float]:
-    """Eq. 6's four per-flow rates (Mbit/s) for the job on all of a two-module PSNet's hosts
-    (module 1 = the lower-numbered one), read from the network as `predict` reads it."""
+def two_modules_terms_of(
+    net: Network, scaled: bool = True, workers: Sequence[Node] | None = None, pss: Sequence[Node] | None = None
+) -> dict[str, float]:
+    """Eq. 6's four per-flow rates (Mbit/s) for the job on `workers` and `pss` (default: all of
+    the PSNet's) over two modules (module 1 = the lower-numbered one), read from the network as
+    `predict` reads it."""
     facts = net.family.bct
-    workers, pss = _job(net)
+    workers, pss = _job(net, workers, pss)
     modules, p1, w1 = job_modules(net, workers, pss)
     if facts is None or facts.scenario != BctScenario.MODULES or modules != 2:
         raise ValueError(f"{net.name}: Eq. 6 needs a PSNet job over exactly two modules")
@@ -364,8 +371,12 @@ def predict(
     t_sync_s: float = 0.0,
     scaled: bool = True,
     paper_literal: bool = True,
+    workers: Sequence[Node] | None = None,
+    pss: Sequence[Node] | None = None,
 ) -> Prediction:
-    """BCT bounds of the job placed on `net` (its workers and PSs), by the paper's equation.
+    """BCT bounds of the job placed on `net`, by the paper's equation: the job on `workers` and
+    `pss` (default: every worker and PS of the topology), alone on the network. A job on two
+    modules of a larger PSNet (H = 4, the rest idle or relaying) is Eq. 6's case too.
 
     `scaled=True` (default) reads the emulated rates (Link.mbps) and expects `model_bytes` to be
     what the emulated job sends (paper S / spec.scale): the seconds are then the emulation's.
@@ -378,7 +389,7 @@ def predict(
     facts = net.family.bct
     if facts is None:
         raise ValueError(f"the paper gives no BCT model for {net.family.title}")
-    workers, pss = _job(net)
+    workers, pss = _job(net, workers, pss)
     w, p = len(workers), len(pss)
     spec = net.spec
     circuits = initial_circuits(net)
@@ -389,7 +400,8 @@ def predict(
     ps_mbps = _host_mbps(net, pss[0], facts.ps_link, scaled)
     busiest_tor = None
     if facts.scenario == BctScenario.MODULES:
-        busiest = max(Counter(ln.b for ln in circuits.values()).values(), default=0)
+        mine = {wk.name for wk in workers}
+        busiest = max(Counter(ln.b for h, ln in circuits.items() if h in mine).values(), default=0)
         if busiest * spec.tors > w:  # not the TC's equal spread: the busiest ToR's PS NICs limit
             busiest_tor = busiest
         inter = [ln for ln in net.links if ln.kind is facts.inter_module_link]

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 
 from controller.channel_client import ChannelError
 from controller.tc import slots
-from emulation.measure import mss_bytes, tcp_retrans
+from emulation.measure import tcp_retrans
 from emulation.net import Testbed
+from emulation.wire import mss_bytes
 from runs.recovery import Applied
 from topologies.model import Network, Role
 from workloads.errors import Unrecoverable

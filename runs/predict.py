@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from runs.summary import RunSummary, read_summary, summary_of
 from tfjob.hosttime import PADDED, HostTime
 from topologies.build import build_network
-from topologies.model import Network
+from topologies.model import Network, Node
 from topologies.schema import parse_spec
 from workloads.experiment import JobSpec
 
@@ -43,21 +43,40 @@ def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
     return width, dnn.param_bytes(job.model, width)
 
 
-def prediction(net: Network, job: JobSpec, width: float, model_bytes: float, host: HostTime | None = None) -> dict:
-    """The paper's model for this job (Eqs. 1-7), with P_w and P_s calibrated here and cached.
-    The model covers one job on all of the topology's workers and PSs. With `host` in full mode,
+def job_nodes(net: Network, job: JobSpec) -> tuple[list[Node], list[Node]]:
+    """(workers, PSs) of a TF PS job as the run places it (runs.runloop.resolve_jobs): the job's
+    own, else every worker and PS of the topology. A job on two modules of an H = 4 PSNet names
+    its PSs and is predicted on those alone (Eq. 6)."""
+    workers = [net.nodes[h] for h in job.workers] if job.workers is not None else net.workers()
+    pss = [net.nodes[h] for h in job.ps] if job.ps is not None else net.pss()
+    return workers, pss
+
+
+def prediction(
+    net: Network, job: JobSpec, width: float, model_bytes: float, host: HostTime | None = None, jobs: int = 1
+) -> dict:
+    """The paper's model for this job (Eqs. 1-7), with P_w and P_s calibrated here and cached:
+    the job on its own workers and PSs (job_nodes), alone on the network (none for a run of `jobs`
+    > 1 jobs: they share cables the equations give to one). With `host` in full mode,
     T_compute and T_ps_update are its full-size shares instead (see the module docstring)."""
     from models import bct_model
     from tfjob import calibrate, dnn
 
-    if job.workers is not None or job.ps is not None:
-        return {"equation": None, "note": "the paper's model covers one job on all of the topology's hosts"}
+    if jobs > 1:
+        return {"equation": None, "note": f"the paper's model covers one job alone on the network; this run has {jobs}"}
+    workers, pss = job_nodes(net, job)
     try:
         cal = calibrate.calibrate(
             lambda: dnn.build_model(job.model, width), f"{job.model}@w{width:.6g}", job.batch_size
         )
         pred = bct_model.predict(
-            net, model_bytes, job.batch_size * len(net.workers()), cal.p_w_samples_per_s, cal.p_s_bytes_per_s
+            net,
+            model_bytes,
+            job.batch_size * len(workers),
+            cal.p_w_samples_per_s,
+            cal.p_s_bytes_per_s,
+            workers=workers,
+            pss=pss,
         )
     except ValueError as err:  # BCube, or a job over more than two modules
         return {"equation": None, "note": str(err)}
@@ -93,6 +112,7 @@ def placement_prediction(
     model_bytes: float,
     bytes_per_ps: dict | None,
     host: HostTime | None = None,
+    jobs: int = 1,
 ) -> dict:
     """The model again with the PSs' real byte split: the equations take S/P per PS; TF places
     whole variables, so the busiest PS holds more (VGG-16's big FC kernel). Substituting
@@ -100,8 +120,8 @@ def placement_prediction(
     if not bytes_per_ps:
         return {}
     held = [float(b) for b in bytes_per_ps.values()]
-    effective = len(net.pss()) * max(held)
-    pred = prediction(net, job, width, effective, host)
+    effective = len(job_nodes(net, job)[1]) * max(held)
+    pred = prediction(net, job, width, effective, host, jobs)
     return {**pred, "largest_ps_share": max(held) / sum(held), "effective_bytes": effective}
 
 
@@ -115,8 +135,9 @@ def repredict(run_dir: Path, summary: RunSummary | None = None) -> RunSummary:
     job = JobSpec.model_validate(manifest["job"])
     record = summary.get("host_time") or {}
     host = HostTime.from_dict(record) if record.get("mode") in PADDED else None  # as measured for the run
-    summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"], host)
+    jobs = len(manifest.get("jobs") or [manifest["job"]])
+    summary["predicted"] = prediction(net, job, manifest["width"], manifest["model_bytes_emulated"], host, jobs)
     summary["predicted_placement"] = placement_prediction(
-        net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host
+        net, job, manifest["width"], manifest["model_bytes_emulated"], summary.get("bytes_per_ps"), host, jobs
     )
     return summary_of(summary, str(run_dir / "summary.json"))

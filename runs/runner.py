@@ -103,7 +103,7 @@ def run_job(
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     if provenance:
         record["provenance"] = provenance
-    predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name]) for j, _, _ in plan}
+    predicted = {j.name: prediction(net, j, *sizes[j.name], host[j.name], len(plan)) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError  # the kind of failure raised at the end (Stalled: the sweep retries)
     with open_testbed(net) as tb:
@@ -151,7 +151,9 @@ def run_job(
         )
         s["predicted"] = predicted[jr.spec.name]
         ht = host[jr.spec.name]
-        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht)
+        s["predicted_placement"] = placement_prediction(
+            net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), ht, len(plan)
+        )
         s["host_time_mode"], s["host_time_pad_s"] = jr.spec.host_time_mode, _pad(ht)
         s["host_time"] = ht.as_dict() if ht else hosttime.scaled_only()
         summaries[jr.spec.name] = s

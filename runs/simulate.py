@@ -197,8 +197,6 @@ def model_prediction(p: Plan) -> dict:
 
     if get_scheme(p.scheme).flow is not FlowTraffic.PS_PHASES:
         return {"note": "the paper's equations model the TF PS job only"}
-    if p.job.workers is not None or p.job.ps is not None:
-        return {"note": "the paper's model covers one job on all of the topology's hosts"}
     if len(p.net.hosts()) > EXACT_HOSTS:
         return {"note": f"skipped: bct_model.predict routes every host pair ({len(p.net.hosts())}^2)"}
     try:
@@ -210,6 +208,8 @@ def model_prediction(p: Plan) -> dict:
             math.inf,
             latency_s=p.net.spec.delay_ms / 1000,
             scaled=not p.paper,
+            workers=[p.net.nodes[h] for h in p.workers],
+            pss=[p.net.nodes[h] for h in p.pss],
         )
     except ValueError as err:
         return {"note": str(err)}

@@ -119,7 +119,7 @@ def run_hardware(
     record = manifest(exp, topo, topo_source, [j for j, _, _ in plan], *sizes[main.name], source)
     record["hardware"] = {"inventory": str(inventory), "placements": _placements(placements)}
     write_json_atomic(out / "manifest.json", record)
-    predicted = {j.name: prediction(net, j, *sizes[j.name]) for j, _, _ in plan}
+    predicted = {j.name: prediction(net, j, *sizes[j.name], jobs=len(plan)) for j, _, _ in plan}
     complete, error, interrupted = False, "", False
     failure: type[RunError] = RunError
     with HardwareCluster(inv, placements) as cluster:
@@ -158,7 +158,9 @@ def run_hardware(
     for jr in jobs:
         s = summarize(jr, net, sizes[jr.spec.name][1], HardwareVerdict(), jr.done and complete, error, exp.compress)
         s["predicted"] = predicted[jr.spec.name]
-        s["predicted_placement"] = placement_prediction(net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"))
+        s["predicted_placement"] = placement_prediction(
+            net, jr.spec, *sizes[jr.spec.name], s.get("bytes_per_ps"), jobs=len(plan)
+        )
         summaries[jr.spec.name] = s
     summary = run_summary(summaries, main.name, exp.name, mode="hardware", run_id=record["run_id"])
     summary["prediction_applies"] = applies(net)

@@ -185,6 +185,22 @@ def test_more_than_two_modules_is_refused() -> None:
         bm.predict(load_network(TOPOS / "psnet-4modules.yaml"), 1e6, 1, 1.0, 1e9)
 
 
+def test_a_job_on_two_modules_of_an_h4_psnet_is_eq6_on_its_own_hosts() -> None:
+    """H = 4 (psnet-4modules-pair.yaml) with the job's PSs named: Eq. 6 for those hosts alone (P = 2,
+    P1 = 1, W1 = 3, the idle PSs of modules 3 and 4 left out), the same T_push as the two-module
+    PSNet at equal rates; all four PSs would span four modules, which the paper does not model."""
+    net = load_network(TOPOS / "psnet-4modules-pair.yaml")
+    pss = [net.nodes["ps1_1"], net.nodes["ps2_1"]]
+    p = bm.predict(net, GBIT_BYTES, 1, 1.0, 1e9, scaled=False, pss=pss)
+    assert (p.equation, p.workers, p.ps) == ("Eq. 6", 6, 2)
+    terms = bm.two_modules_terms_of(net, scaled=False, pss=pss)
+    assert list(terms.values()) == [500, 500, 1000, 1000] and p.flow_mbps == min(terms.values())
+    two = bm.predict(load_network(TOPOS / "psnet-2modules.yaml"), GBIT_BYTES, 1, 1.0, 1e9, scaled=False)
+    assert p.t_push_s == pytest.approx(two.t_push_s)
+    with pytest.raises(ValueError, match=re.escape("one (Eq. 5) or two (Eq. 6)")):
+        bm.predict(net, GBIT_BYTES, 1, 1.0, 1e9, scaled=False)
+
+
 # --- calibration ------------------------------------------------------------------------------
 @pytest.mark.tf
 def test_calibration_measures_and_caches(tmp_path: Path) -> None:

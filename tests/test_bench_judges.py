@@ -155,8 +155,7 @@ def test_ceiling_is_the_highest_aggregate_held_with_every_lower_one(tmp_path, mo
 
 
 def test_the_header_factor_follows_the_mtu():
-    from emulation.measure import mss_bytes
-    from emulation.wire import header_factor
+    from emulation.wire import header_factor, mss_bytes
 
     assert header_factor(1500) == pytest.approx(1448 / 1514) and header_factor(9000) == pytest.approx(8948 / 9014)
     assert header_factor(1500) == mss_bytes(1500) / 1514  # the retransmission counter's segment

@@ -19,6 +19,7 @@ from emulation.fidelity import Monitor
 from emulation.hostcmd import run
 from emulation.net import Testbed
 from emulation.shaping import leaf_qdisc, queue_pkts_for
+from emulation.wire import mss_bytes
 
 pytestmark = pytest.mark.root
 TOPO = "topologies/psnet-1tor.yaml"
@@ -66,7 +67,7 @@ def test_two_shaped_flows_into_one_nic_lose_nothing_in_the_datapath(tb):
     sent = sum(verdict.retrans[w][1] for w in workers)
     counted = verdict.datapath.get("tc_dropped", 0)  # tail drops at the shaped queues, seen by tc
     # with userspace TSO a tail drop is one GSO packet: up to 64 kB of full segments lost at once
-    per_drop = GSO_MAX_BYTES // measure.mss_bytes(tb.model.spec.mtu) if tb.tso else 1
+    per_drop = GSO_MAX_BYTES // mss_bytes(tb.model.spec.mtu) if tb.tso else 1
     assert retrans <= counted * per_drop + RETRANS_MAX * sent, (retrans, counted, per_drop, sent, buf.detail)
     total = sum(r.achieved_mbps for r in rates)
     assert 0.90 * nic <= total <= nic, (total, nic)  # the shared NIC is still shaped

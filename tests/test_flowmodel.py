@@ -128,6 +128,14 @@ def test_least_loaded_is_the_first_of_the_least_loaded_candidates(path):
     assert checked >= 2  # PSNet: only pairs whose circuits give a choice
 
 
+def test_simulate_predicts_a_job_that_names_its_ps_hosts_on_those_hosts():
+    """psnet-4modules-resnet50 names two of the H = 4 PSNet's four PSs: `testbed simulate` prints
+    Eq. 6 for the job on its own hosts (as `testbed run` records it), not a refusal."""
+    out = run(plan(EXPERIMENTS / "psnet-4modules-resnet50.yaml"))
+    assert out.prediction["equation"] == "Eq. 6" and out.plan.pss == ["ps1_1", "ps2_1"]
+    assert out.prediction["t_push_s"] > 0 and out.result.phase_s[0] >= out.prediction["t_push_s"] * 0.99
+
+
 @pytest.mark.parametrize("name", ["psnet-vgg16.yaml", "fattree-vgg16.yaml"])
 def test_prototypes_agree_with_the_paper_model(name):
     """One bottleneck with equal flows (the PS NIC): the model is exact there, so within 1%."""

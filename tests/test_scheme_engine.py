@@ -224,6 +224,40 @@ def test_an_inbound_connection_asks_the_kernel_for_the_bytes_it_needs_next():
             assert lowat() == HEADER.size
 
 
+def test_a_peer_that_closes_inside_a_frame_fails_the_waiting_chunk_task_at_once():
+    """Over real TCP: a peer that closes between frames is done (its frames stay filed); one
+    that closes halfway through a payload fails the chunk task waiting for it at once, not at
+    the run's timeout."""
+    import asyncio
+
+    from engine.executor import HEADER, HELLO, EngineError, HostEngine, _Inbound
+
+    engine = HostEngine("b", compile_scheme("ring", ["a", "b"], 64), {})
+
+    async def send_and_close(port: int, stream: bytes) -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(stream)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+    async def scenario() -> None:
+        server = await asyncio.get_running_loop().create_server(lambda: _Inbound(engine), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        whole = HELLO.pack(1) + b"a" + HEADER.pack(0, 0, 100) + b"x" * 100
+        await send_and_close(port, whole)
+        assert await asyncio.wait_for(engine._take(("a", 0, 0)), 5) == bytearray(b"x" * 100)
+        await asyncio.sleep(0.05)  # its close has been seen: between frames, no failure
+        assert engine.failure is None
+        waiting = asyncio.ensure_future(engine._take(("a", 0, 1)))
+        await send_and_close(port, HELLO.pack(1) + b"a" + HEADER.pack(1, 0, 100) + b"y" * 40)
+        with pytest.raises(EngineError, match="a closed its connection inside a frame"):
+            await asyncio.wait_for(waiting, 5)
+        server.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_broken_inbound_connection_fails_the_chunk_tasks_waiting_for_a_frame():
     """A frame that cannot be parsed raises in the synchronisation now, not at the run's timeout."""
     import asyncio

@@ -74,3 +74,24 @@ def test_open_mpi_allreduce_runs_between_the_emulated_hosts(fattree: Testbed, tm
     ring_bytes = 2 * (len(workers) - 1) / len(workers) * N_ELEMS * 4
     for h in workers:  # every rank's share of the ring crossed its emulated NIC
         assert _tx(fattree, h) - before[h] >= ring_bytes
+
+
+def test_an_mpi_launch_whose_ranks_never_come_up_is_stopped_at_the_launch_timeout(fattree: Testbed, tmp_path: Path):
+    """The launch watchdog: a run that never prints LAUNCHED (here a process that only sleeps, as
+    mpirun does waiting for a daemon that never reports) is stopped after `launch_s`, not at the
+    run's timeout, and nothing of it is left running."""
+    import time
+
+    import psutil
+
+    from emulation.net import clean_env
+    from engine.mpi import _mpirun
+
+    hostmap = str(tmp_path / "hostmap")
+    env = {**clean_env(), "PSNET_MPI_HOSTMAP": hostmap}
+    t0 = time.monotonic()
+    out, code = _mpirun(fattree, fattree.model.workers()[0].name, ["sleep", "120"], env, hostmap, 300, launch_s=2)
+    assert code == -9 and "not every rank up after 2 s" in out
+    assert time.monotonic() - t0 < 60
+    envs = [p.info["environ"] or {} for p in psutil.process_iter(["environ"])]
+    assert not [e for e in envs if e.get("PSNET_MPI_HOSTMAP") == hostmap]
