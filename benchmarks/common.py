@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from emulation.net import unwind_on_signals
-from replays import evidence, staleness
+from replays import benchdata, evidence, staleness
 from replays.provenance import Provenance, capture
 from topologies.files import write_text_atomic
 
@@ -141,9 +141,11 @@ def write_summary(
     quick: bool,
     depends: list[str] | None = None,
     headlines: list[evidence.Headline] | None = None,
+    data: str | None = None,
 ) -> Path:
     """<stem>.summary.json: the figure-level summary of this benchmark (kind "benchmark": no seed
-    paper; its report <stem>.md, its data <stem>.json), for the reproduction page. Call finish() first."""
+    paper; its report <stem>.md, its data `data`, <stem>.json unless named), for the reproduction
+    page. Call finish() first."""
     name = stem.removesuffix("-quick")
     summary = evidence.FigureSummary(
         name=stem,
@@ -154,7 +156,7 @@ def write_summary(
         quick=quick,
         provenance=Provenance.model_validate(res["provenance"]),
         depends_on=depends if depends is not None else depends_on(name),
-        files=evidence.Files(report=f"{stem}.md", data=f"{stem}.json"),
+        files=evidence.Files(report=f"{stem}.md", data=data or f"{stem}.json"),
         headlines=headlines or [],
     )
     return evidence.write_summary(out_dir, summary, f"{stem}{evidence.BENCH_SUFFIX}")
@@ -163,23 +165,24 @@ def write_summary(
 def write_results(
     out_dir: Path, stem: str, title: str, res: dict, table: str, quick: bool, depends: list[str] | None = None
 ) -> None:
-    """<stem>.json (everything measured, with `meta` and `provenance`), <stem>.md (a header saying
-    what produced the numbers, then the tables) and <stem>.summary.json (write_summary), and the
-    tables on stdout with the wall time."""
+    """<stem>.json (everything measured, with `meta` and `provenance`; gzipped as <stem>.json.gz
+    when big, benchdata.write_bench_data), <stem>.md (a header saying what produced the numbers,
+    then the tables) and <stem>.summary.json (write_summary), and the tables on stdout with the
+    wall time."""
     m = res["meta"]
     mode = "quick" if quick else "full"
     finish(res)
-    write_text_atomic(out_dir / f"{stem}.json", json.dumps(res, indent=1))
+    data = benchdata.write_bench_data(out_dir, stem, json.dumps(res, indent=1))
     write_text_atomic(
         out_dir / f"{stem}.md",
         f"# {title} ({mode}, {m['started']}, commit {m['git_commit'][:10]}"
         f"{' + local changes' if m['git_dirty'] else ''}, {m['wall_s']:.0f} s, "
         f"machine {m['idle_before_pct']:.0f}% idle before the run)\n\n{table}",
     )
-    write_summary(out_dir, stem, title, res, quick, depends)
+    write_summary(out_dir, stem, title, res, quick, depends, data=data)
     print(f"machine idle before the run: {m['idle_before_pct']:.0f}% (other work skews every figure)")
     print(table)
     print(
-        f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / f'{stem}.json'}, {out_dir / f'{stem}.md'}, "
+        f"wall time: {m['wall_s']:.1f} s ({mode}); written: {out_dir / data}, {out_dir / f'{stem}.md'}, "
         f"{out_dir / f'{stem}{evidence.BENCH_SUFFIX}'}"
     )

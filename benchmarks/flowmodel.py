@@ -66,6 +66,7 @@ from pathlib import Path
 
 from benchmarks.common import TOP, begin, bench_parser, depends_on, fmt, md_table, meta, write_results
 from replays import staleness
+from replays.benchdata import read_data_bytes
 from schemes import registry
 from topologies.files import atomic_path, write_text_atomic
 
@@ -343,9 +344,9 @@ EMULATED, TF_EMULATED = "flowmodel-emulated", "flowmodel-tf-emulated"
 
 
 def read_json(path: Path) -> dict:
-    """An emulation's json, or a kept one gzipped (`.json.gz`, archive_emulations)."""
-    raw = path.read_bytes()
-    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    """An emulation's json, or a kept one gzipped (`.json.gz`: archive_emulations, or the table
+    itself when big, benchdata.write_bench_data)."""
+    return json.loads(read_data_bytes(path))
 
 
 def archive_emulations(out_dir: Path, names: tuple[str, ...] = (EMULATED, TF_EMULATED)) -> dict[str, Path]:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from emulation.wire import header_factor
+from replays.benchdata import bench_data_path, read_data_bytes
 from replays.evidence import BENCH_SUFFIX, Files, SummaryError, read_summary, write_summary
 from replays.outputs import DPI, csv_text, pyplot
 from replays.reproduction import CSV_KEY
@@ -1022,11 +1023,11 @@ def draw(stem: str, folder: Path = BENCH) -> Drawn | None:
     if make is None:
         LOG.info("%s: skipped: no figure function for it in replays/benchfigures.py", stem)
         return None
-    source = folder / f"{stem}.json"
+    source = bench_data_path(folder, stem)
     if not source.is_file():
         LOG.info("%s: skipped: no %s", stem, source)
         return None
-    raw = source.read_bytes()
+    raw = read_data_bytes(source)  # the fingerprint is of the JSON, gzipped or not
     chart, problem, data = None, "", None
     try:
         data = json.loads(raw)

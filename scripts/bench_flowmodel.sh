@@ -2,12 +2,12 @@
 # Flow-model calibration: every shipped topology x every scheme the engine runs on it, emulated
 # (scheme engine GST, compute 0) and simulated on the same file and bytes (models/flow);
 # fits LV08's bandwidth factor and a per-message latency, writes the factors the flow model reads
-# (results/calibration/flowmodel-factors.json) and the table ($out/flowmodel.json, flowmodel.md).
+# (results/calibration/flowmodel-factors.json) and the table ($out/flowmodel.json.gz, flowmodel.md).
 # Run as root on an otherwise idle machine (2 cores: other work changes every figure):
 #   scripts/bench_flowmodel.sh            (full: 11 topologies, 108 points; ~30 min idle, see README)
 #   scripts/bench_flowmodel.sh --quick    (leaf-spine, mesh and ring, one size; factors to $out only)
 # Extra arguments go to `python -m benchmarks.flowmodel` (see --help), e.g. --topologies psnet-testbed.yaml,
-# or --emulated results/bench/flowmodel.json to refit without emulating again.
+# or --emulated results/bench/flowmodel.json.gz to refit without emulating again.
 # A run that emulates first judges the factors it replaces on its new points (never fitted on
 # them) and compares its points with the previous emulation; a refit does that with
 # --prior-factors FILE and --previous-emulated FILE. Several --emulated files (repeats of the same
@@ -17,7 +17,7 @@
 # (its TF points likewise), the files to name after the new one.
 set -euo pipefail
 
-out=${OUT:-results/bench}   # output folder (flowmodel.json, flowmodel.md)
+out=${OUT:-results/bench}   # output folder (flowmodel.json.gz, flowmodel.md)
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

@@ -20,6 +20,7 @@ from PIL import Image
 
 from replays import benchfigures as figures
 from replays import reproduction, reproduction_page
+from replays.benchdata import GZIP_DATA_BYTES, bench_data_path, read_bench_data, write_bench_data
 from replays.evidence import BENCH_SUFFIX, read_summary
 from replays.provenance import REPO
 from replays.staleness import CURRENT, PAGE, STALE, staleness
@@ -53,7 +54,8 @@ def copy_bench(stem: str, dest: Path, as_stem: str | None = None) -> Path:
     """The committed json, md and summary of `stem` in `dest` (as `as_stem`'s); returns `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
     name = as_stem or stem
-    shutil.copyfile(BENCH / f"{stem}.json", dest / f"{name}.json")
+    data = bench_data_path(BENCH, stem)  # <stem>.json, or .json.gz when big
+    shutil.copyfile(data, dest / data.name.replace(stem, name, 1))
     shutil.copyfile(BENCH / f"{stem}.md", dest / f"{name}.md")
     shutil.copyfile(BENCH / f"{stem}{BENCH_SUFFIX}", dest / f"{name}{BENCH_SUFFIX}")
     return dest
@@ -86,7 +88,7 @@ def test_every_committed_benchmark_has_a_figure_function():
 @pytest.mark.parametrize("stem", sorted(figures.FIGURES))
 def test_the_figure_and_csv_of_each_benchmark_from_its_committed_json(stem, tmp_path):
     folder = copy_bench(stem, tmp_path / "bench")
-    data = json.loads((folder / f"{stem}.json").read_text())
+    data = read_bench_data(folder, stem)
     before = read_summary(folder / f"{stem}{BENCH_SUFFIX}")
     drawn = figures.draw(stem, folder)
     assert drawn is not None and drawn.problem == "", drawn and drawn.problem
@@ -218,3 +220,18 @@ def test_drawing_the_benchmarks_figures_stales_no_result(tmp_path):
     commit_all(r, "what the replay measures")
     s = staleness(first, deps, repo=r)
     assert (s.state, s.changed) == (STALE, ["replays/figure.py"])
+
+
+def test_big_benchmark_data_is_gzipped_and_read_back_the_same(tmp_path):
+    small = json.dumps({"rows": [1, 2, 3]})
+    big = json.dumps({"rows": list(range(GZIP_DATA_BYTES // 4))})
+    assert len(big) > GZIP_DATA_BYTES
+    assert write_bench_data(tmp_path, "x", big) == "x.json.gz"
+    first = (tmp_path / "x.json.gz").read_bytes()
+    assert len(first) < len(big) / 2 and not (tmp_path / "x.json").exists()
+    assert read_bench_data(tmp_path, "x") == json.loads(big)
+    assert write_bench_data(tmp_path, "x", big) == "x.json.gz"
+    assert (tmp_path / "x.json.gz").read_bytes() == first  # mtime 0: the same data, the same bytes
+    # a smaller table replaces the gzipped one, which goes: a reader never finds the older one
+    assert write_bench_data(tmp_path, "x", small) == "x.json"
+    assert not (tmp_path / "x.json.gz").exists() and read_bench_data(tmp_path, "x") == {"rows": [1, 2, 3]}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from replays.benchdata import read_bench_data
 from schemes.schedule import ELEM_BYTES, split
 from workloads.experiment import SEGMENT_KB
 
@@ -23,7 +24,7 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
 
     factors = tmp_path / "factors.json"
     assert flowmodel.main(["--quick", "--out", str(tmp_path), "--factors", str(factors)]) == 0
-    res = json.loads((tmp_path / "flowmodel.json").read_text())
+    res = read_bench_data(tmp_path, "flowmodel")  # .json, or .json.gz when big
     rows = res["points"]
     assert [(r["topology"], r["scheme"]) for r in rows] == [
         ("leafspine-2rack.yaml", "mesh"),
@@ -63,7 +64,7 @@ def test_quick_calibration_fits_writes_factors_and_table(tmp_path: Path, monkeyp
             "--factors", str(again / "factors.json"), "--prior-factors", str(factors),
             "--previous-emulated", str(tmp_path / "flowmodel-emulated.json")]  # fmt: skip
     assert flowmodel.main(argv) == 0
-    res2 = json.loads((again / "flowmodel.json").read_text())
+    res2 = read_bench_data(again, "flowmodel")
     first = {(r["topology"], r["scheme"]): r for r in rows}
     judged = [r for r in res2["points"] if r["faithful"]]
     for r in res2["points"]:
