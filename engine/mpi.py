@@ -123,10 +123,10 @@ def _mpirun(
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    t0, note = time.monotonic(), ""
+    t0, note, launch_wait = time.monotonic(), "", min(launch_s, timeout_s)
     try:
-        if not launched.wait(min(launch_s, timeout_s)) and p.poll() is None:
-            note = f"(not every rank up after {min(launch_s, timeout_s):g} s: stopped)"
+        if not launched.wait(launch_wait) and p.poll() is None:
+            note = f"(not every rank up after {launch_wait:g} s: stopped)"
         else:
             try:
                 p.wait(timeout=max(0.0, timeout_s - (time.monotonic() - t0)))

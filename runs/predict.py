@@ -43,13 +43,20 @@ def choose_width(job: JobSpec, scale: float) -> tuple[float, float]:
     return width, dnn.param_bytes(job.model, width)
 
 
+def job_host_names(net: Network, job: JobSpec) -> tuple[list[str], list[str]]:
+    """(PSs, workers) of a TF PS job by host name: the job's own, else every PS and worker of the
+    topology. The one place of that default: the run places the job by it (runs.runloop.resolve_jobs,
+    which checks the names) and the model predicts on it (job_nodes)."""
+    ps = list(job.ps) if job.ps is not None else [n.name for n in net.pss()]
+    workers = list(job.workers) if job.workers is not None else [n.name for n in net.workers()]
+    return ps, workers
+
+
 def job_nodes(net: Network, job: JobSpec) -> tuple[list[Node], list[Node]]:
-    """(workers, PSs) of a TF PS job as the run places it (runs.runloop.resolve_jobs): the job's
-    own, else every worker and PS of the topology. A job on two modules of an H = 4 PSNet names
-    its PSs and is predicted on those alone (Eq. 6)."""
-    workers = [net.nodes[h] for h in job.workers] if job.workers is not None else net.workers()
-    pss = [net.nodes[h] for h in job.ps] if job.ps is not None else net.pss()
-    return workers, pss
+    """(workers, PSs) of a TF PS job as the run places it (job_host_names). A job on two modules
+    of an H = 4 PSNet names its PSs and is predicted on those alone (Eq. 6)."""
+    ps, workers = job_host_names(net, job)
+    return [net.nodes[h] for h in workers], [net.nodes[h] for h in ps]
 
 
 def prediction(

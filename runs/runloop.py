@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runs.inject import Injector
+from runs.predict import job_host_names
 from runs.results import timeline_outputs, write_lines
 from runs.rounds import write_rounds
 from runs.stall import StallWatch
@@ -37,8 +38,7 @@ def resolve_jobs(exp: ExperimentSpec, net: Network, source: str) -> list[tuple[J
     """(job, its PS hosts, its worker hosts) for every job; hosts checked against the topology."""
     out = []
     for j in exp.all_jobs:
-        ps = list(j.ps) if j.ps is not None else [n.name for n in net.pss()]
-        workers = list(j.workers) if j.workers is not None else [n.name for n in net.workers()]
+        ps, workers = job_host_names(net, j)
         for name, hosts, role in (("ps", ps, Role.PS), ("workers", workers, Role.WORKER)):
             for h in hosts:
                 if h not in net.nodes or net.nodes[h].role != role:
