@@ -41,7 +41,7 @@ from typing import Any
 from emulation.wire import header_factor
 from replays.benchdata import bench_data_path, read_data_bytes
 from replays.evidence import BENCH_SUFFIX, Files, SummaryError, read_summary, write_summary
-from replays.outputs import DPI, csv_text, pyplot
+from replays.outputs import DPI, csv_text, palette_png, pyplot
 from replays.reproduction import CSV_KEY
 from topologies.files import atomic_path
 from topologies.spec import DEFAULT_MTU
@@ -65,8 +65,6 @@ HEADER_FLOOR = 1 / header_factor(DEFAULT_MTU)
 BCT_TARGET = (0.95, 1.10)
 #: the replay benchmark's goal: the runs' headlines within 5% of each other
 REPLAY_GOAL = 0.05
-#: colours of a figure's PNG (a palette: results/ commits a few MB in all, tests/test_evidence_files.py)
-COLOURS = 256
 #: grey of what did not pass the fidelity verdict
 GREY = "#b0b0b0"
 
@@ -986,25 +984,7 @@ def _render(stem: str, data: Any, chart: Chart | None, problem: str, source: str
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
     plt.close(fig)
-    return _small_png(buf.getvalue(), {"Title": f"{stem} benchmark", SOURCE_KEY: source}), problem
-
-
-def _small_png(png: bytes, text: dict[str, str]) -> bytes:
-    """The PNG in `COLOURS` colours (a plot has few; a third of the bytes of matplotlib's RGBA, the
-    same to the eye), without dithering, with `text` as its only metadata (no time: the same
-    drawing gives the same bytes)."""
-    import io
-
-    from PIL import Image, PngImagePlugin
-
-    with Image.open(io.BytesIO(png)) as im:
-        small = im.convert("RGB").quantize(colors=COLOURS, dither=Image.Dither.NONE)
-    info = PngImagePlugin.PngInfo()
-    for k, v in text.items():
-        info.add_text(k, v)
-    out = io.BytesIO()
-    small.save(out, format="PNG", optimize=True, pnginfo=info)
-    return out.getvalue()
+    return palette_png(buf.getvalue(), {"Title": f"{stem} benchmark", SOURCE_KEY: source}), problem
 
 
 def _write_if_changed(path: Path, content: bytes) -> bool:

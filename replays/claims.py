@@ -582,9 +582,35 @@ class BoundedByModel(_Claim):
                     f"BCT_max {placed_max:.2f}{' paper-equivalent' if unit == PAPER_EQ else ''} s "
                     f"({bct / placed_max:.2f}x measured)"
                 )
+            if not inside:
+                detail += _gap_by_term(r, bct, unit, r.placed if placed_max else r.pred)
             result = judged(self, label, [r], inside, detail, group, bct_min_s=lo, bct_max_s=hi)
             out.append(result.model_copy(update={"unit": unit}))
         return out
+
+
+def _gap_by_term(r: Measured, bct: float, unit: str, model: dict) -> str:
+    """Where a point outside its bounds differs from the model, by Eq. 1's terms: the measured
+    communication (BCT minus the rest of a step; runs.steptime's links' busy time) against the
+    model's T_pull + T_push, and the rest (compute, PS update, TF overhead) against its T_compute +
+    T_ps_update + T_sync; the larger difference is named. Empty without a step split or the terms.
+    In paper-equivalent seconds (`unit`), the communication is x compress on both sides."""
+    rest, t_comm, t_max = r.rest_s, model.get("t_comm_s"), model.get("bct_max_s")
+    if rest is None or t_comm is None or t_max is None:
+        return ""
+    c = r.compress if unit == PAPER_EQ else 1.0
+    comm, model_comm, model_host = bct - rest, t_comm * c, t_max - t_comm
+    d_comm, d_host = comm - model_comm, rest - model_host
+    where = (
+        "the communication (T_pull + T_push)"
+        if abs(d_comm) >= abs(d_host)
+        else "the host terms (T_compute + T_ps_update + T_sync)"
+    )
+    return (
+        f"; by Eq. 1's terms, communication {comm:.2f} s measured (the links' busy time) vs T_pull + T_push "
+        f"{model_comm:.2f} s ({d_comm:+.2f} s), the rest of a step {rest:.2f} s vs T_compute + T_ps_update + "
+        f"T_sync {model_host:.2f} s ({d_host:+.2f} s): most of the difference is in {where}"
+    )
 
 
 Claim = Annotated[

@@ -4,7 +4,7 @@ An emulated figure (replays.report), a model figure (replays.modelfig_report) an
 (replays.matrix_report) each supply what is theirs: the markdown, the data as JSON, the table's
 columns and rows, the plots as functions drawing into a path. This module writes them, in the
 same encodings for all three (CSV as csv.DictWriter writes it, JSON indented by one, PNGs at
-120 dpi), through one `write_text` and one `save_png`: the only places a replay's result files
+120 dpi in a 256-colour palette), through one `write_text` and one `save_png`: the only places a replay's result files
 are written, so how they are written (e.g. atomically) is decided once.
 """
 
@@ -22,8 +22,10 @@ from pydantic import BaseModel
 
 from topologies.files import atomic_path, write_text_atomic
 
-#: the resolution of every replay's figures (~100 KB each, what results/ commits)
+#: the resolution of every replay's figures (tens of KB each as a palette PNG, what results/ commits)
 DPI = 120
+#: colours of a figure's PNG (`palette_png`)
+COLOURS = 256
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -68,12 +70,32 @@ def pyplot() -> Any:
 
 
 def save_png(canvas: Any, path: Path, dpi: int = DPI) -> Path:
-    """Save a matplotlib figure and close it; the one place a replay's figures are written."""
+    """Save a matplotlib figure as a palette PNG (`palette_png`) and close it; the one place a
+    replay's figures are written."""
+    buf = io.BytesIO()
+    canvas.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    pyplot().close(canvas)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        canvas.savefig(tmp, dpi=dpi)
-    pyplot().close(canvas)
+        tmp.write_bytes(palette_png(buf.getvalue()))
     return path
+
+
+def palette_png(png: bytes, text: Mapping[str, str] | None = None) -> bytes:
+    """The PNG in `COLOURS` colours, without dithering, with `text` as its only metadata (no time
+    nor version: the same drawing gives the same bytes). A plot has few colours: this is about a
+    third of the bytes of matplotlib's RGBA and the same to the eye, and results/ commits every
+    figure under a few-MB cap (tests/test_evidence_files.py)."""
+    from PIL import Image, PngImagePlugin
+
+    with Image.open(io.BytesIO(png)) as im:
+        small = im.convert("RGB").quantize(colors=COLOURS, dither=Image.Dither.NONE)
+    info = PngImagePlugin.PngInfo()
+    for k, v in (text or {}).items():
+        info.add_text(k, v)
+    out = io.BytesIO()
+    small.save(out, format="PNG", optimize=True, pnginfo=info)
+    return out.getvalue()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ def row(series: str, bct: float | None, group: str = "A", x: float | None = None
         "predicted_placement": pred.get("placed", {}),
         "fidelity": {"faithful": faithful, "reason": "ok" if faithful else "machine starved, link at 40%"},
     }
+    if "split" in pred:  # (communication, rest) of a step, measured (runs.steptime)
+        s["step_split"] = {k: {"n": 5, "mean": v} for k, v in zip(("comm_s", "rest_s"), pred["split"], strict=True)}
     return Row(p, bcts=[bct], summaries=[summary_of(s)])
 
 
@@ -164,6 +166,25 @@ def test_bounded_by_model_per_point_with_slack_and_the_byte_split():
         r2.holds is False and "largest PS holds 73% instead of 1/P) the model gives BCT_max 2.80 s (1.07x" in r2.detail
     )
     assert (r3.label, r3.verdict) == ("A v B_w=1000: within", "not measured")
+
+
+def test_a_point_above_its_bound_names_the_term_of_eq1_the_difference_is_in():
+    c = {"type": "bounded_by_model", "text": "{group} {series} W1={x:g}: within", "slack": 0.05}
+    model = {"bct_min_s": 0.82, "bct_max_s": 1.66, "t_comm_s": 1.64}  # T_compute + T_ps_update + T_sync 0.02 s
+    host = row("v", 1.89, x=3, predicted=model, split=(1.62, 0.27))  # the links were busy 1.62 s of 1.89
+    links = row("v", 2.60, x=4, predicted=model, split=(2.40, 0.20))
+    r1, r2 = judge(c, [host, links])
+    assert r1.holds is False and r1.detail.endswith(
+        "; by Eq. 1's terms, communication 1.62 s measured (the links' busy time) vs T_pull + T_push 1.64 s "
+        "(-0.02 s), the rest of a step 0.27 s vs T_compute + T_ps_update + T_sync 0.02 s (+0.25 s): most of "
+        "the difference is in the host terms (T_compute + T_ps_update + T_sync)"
+    )
+    assert r2.detail.endswith(
+        "(+0.76 s), the rest of a step 0.20 s vs T_compute + T_ps_update + T_sync 0.02 s (+0.18 s): most of "
+        "the difference is in the communication (T_pull + T_push)"
+    )
+    (inside,) = judge(c, [row("v", 1.60, x=5, predicted=model, split=(1.40, 0.20))])
+    assert inside.holds is True and "Eq. 1" not in inside.detail
 
 
 def test_an_unfaithful_point_leaves_the_claims_resting_on_it_not_judged():
