@@ -581,7 +581,12 @@ def test_a_compressed_line_chart_is_drawn_and_bounded_in_paper_equivalent_second
     # each bound claim reads its point in paper-equivalent seconds too, the bounds as run beside them
     bound = claims["(a) PSNet VGG-16 B_w=200: measured within [BCT_min, BCT_max]"]
     assert (bound.holds, bound.unit) == (False, "paper-equivalent")  # 48.2 > 44.95 x 1.05
-    assert bound.detail == "22.40 <= 48.20 <= 44.95 paper-equivalent s (as run 0.70 <= 1.70 <= 1.55 s) (5% slack)"
+    assert bound.detail == (
+        "22.40 <= 48.20 <= 44.95 paper-equivalent s (as run 0.70 <= 1.70 <= 1.55 s) (5% slack); by Eq. 1's terms, "
+        "communication 48.00 s measured (the links' busy time) vs T_pull + T_push 44.80 s (+3.20 s), the rest of a "
+        "step 0.20 s vs T_compute + T_ps_update + T_sync 0.15 s (+0.05 s): most of the difference is in the "
+        "communication (T_pull + T_push)"
+    )  # communication x compress on both sides: 1.5 x 32 against (0.7 + 0.7) x 32
     bound = claims["(a) PSNet ResNet50 B_w=200: measured within [BCT_min, BCT_max]"]
     assert bound.holds is True  # as run 1.8 > 1.55 x 1.05 (host time weighs 8x); 1.2 x 8 + 0.6 = 10.2 <= 11.35
     assert bound.values == {"bct_min_s": pytest.approx(5.6), "bct_max_s": pytest.approx(11.35)}
