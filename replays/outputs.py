@@ -4,8 +4,8 @@ An emulated figure (replays.report), a model figure (replays.modelfig_report) an
 (replays.matrix_report) each supply what is theirs: the markdown, the data as JSON, the table's
 columns and rows, the plots as functions drawing into a path. This module writes them, in the
 same encodings for all three (CSV as csv.DictWriter writes it, JSON indented by one, PNGs at
-120 dpi in a 256-colour palette), through one `write_text` and one `save_png`: the only places a replay's result files
-are written, so how they are written (e.g. atomically) is decided once.
+120 dpi in a 256-colour palette), through one `write_text` and one `save_png`: the only places a
+replay's result files are written, so how they are written (e.g. atomically) is decided once.
 """
 
 from __future__ import annotations
