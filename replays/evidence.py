@@ -14,17 +14,24 @@ run again.
 A per-run folder also has a summary.json (the run's RunResult); the figure-level one is told apart
 by `"schema": "figure-summary/1"`. Readers tolerate extra keys (every model allows them), so a
 writer may add what it likes.
+
+A report is drawn by code too (its claims, tables, plots: replays.staleness.DRAWING), which can be
+newer than the code its points ran on: a replay that keeps its points draws them with the code it
+loaded. `loaded_tree()` is that tree (commit and local changes, read once per process, as its
+replay starts), which the summary records as `drawn` beside the points' provenance. It lives here,
+with the schema it fills, rather than in replays.provenance, which every run imports.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replays.provenance import Provenance
+from replays.provenance import REPO, Provenance, git_state
 from topologies.files import write_text_atomic
 
 SCHEMA = "figure-summary/1"
@@ -35,6 +42,22 @@ KINDS = ("figure", "model-figure", "matrix", "benchmark")
 #: the verdicts a headline can have, as the page groups them
 HOLDS, DOES_NOT_HOLD, NOT_JUDGED, NOT_MEASURED = "holds", "does not hold", "not judged", "not measured"
 VERDICTS = (HOLDS, DOES_NOT_HOLD, NOT_JUDGED, NOT_MEASURED)
+
+
+class Tree(BaseModel):
+    """A tree code was loaded from: its commit and local changes, as a Provenance records them."""
+
+    commit: str | None = Field(description="40-hex commit; None outside a git checkout")
+    dirty_files: dict[str, str | None] = Field(default_factory=dict, description="as Provenance.dirty_files")
+
+
+@functools.cache
+def loaded_tree(repo: Path = REPO) -> Tree:
+    """The tree this process draws with: read on the first call and kept, since Python does not
+    reload a module whatever its file becomes (`testbed replay` calls it as it starts, before a
+    figure's points run; a later call in the same process gets the same tree)."""
+    commit, dirty_files, _ = git_state(repo)
+    return Tree(commit=commit, dirty_files=dirty_files)
 
 
 class SummaryError(ValueError):
@@ -106,6 +129,12 @@ class FigureSummary(BaseModel):
     command: str = Field(description="the exact command that reproduces it (quick: with --quick)")
     quick: bool = False
     provenance: Provenance
+    drawn: Tree | None = Field(
+        default=None,
+        description="the tree whose code drew its report (loaded_tree): newer than `provenance` "
+        "where a replay kept points run on older code; None: written before it was recorded (judged as drawn by the "
+        "code its points ran on)",
+    )
     depends_on: list[str] = Field(default_factory=list, description="files/folders whose change makes it stale")
     files: Files = Field(default_factory=Files)
     repetitions: int | None = None

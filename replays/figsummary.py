@@ -10,7 +10,10 @@ The provenance is the run's (replays.provenance: commit, local changes, machine,
 captured when its points started, not when its report was written: a commit made while a replay
 ran must not pass for the code its points ran on. An emulated replay keeps it in `run.json` with
 its wall time (the time queued for the emulator left out); a model replay hands it over itself.
-A `--report-only` redraw of runs with no `run.json` records the tree that drew it.
+A `--report-only` redraw of runs with no `run.json` records the tree that drew it. Every summary
+also records the tree whose code drew it (`drawn`, replays.evidence.loaded_tree): a replay that
+keeps its points redraws them with today's claims and report code, which the page then judges
+against that tree rather than the points' (replays.staleness.DRAWING).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Literal
 from replays import outputs
 from replays.catalogue import paper_of
 from replays.claims import PAPER_EQ, ClaimResult
-from replays.evidence import FigureSummary, Files, Headline, PointFidelity, write_summary
+from replays.evidence import FigureSummary, Files, Headline, PointFidelity, loaded_tree, write_summary
 from replays.provenance import Provenance, capture
 
 #: what every replay's numbers depend on beside its own file: the replay code, the topology model
@@ -142,6 +145,7 @@ def write_figure_summary(
         command=command + (" --quick" if quick else ""),
         quick=quick,
         provenance=provenance.finished(wall_s) if wall_s is not None else provenance,
+        drawn=loaded_tree(),
         depends_on=list(dict.fromkeys([*depends_on, *COMMON_DEPENDS])),
         files=Files(report=files.markdown[0], data=files.table.name, figures=[name for name, _ in files.plots]),
         repetitions=repetitions,

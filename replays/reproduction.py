@@ -38,7 +38,7 @@ from replays.evidence import (
     summary_paths,
 )
 from replays.provenance import REPO
-from replays.staleness import STALE, UNKNOWN, Staleness, staleness
+from replays.staleness import STALE, UNKNOWN, Staleness, result_staleness
 
 NOT_RUN = "not run yet"
 #: the key in a summary's `files` naming its main table as csv where `data` is another file: a
@@ -186,7 +186,9 @@ def measured_entry(exp: Expected | None, path: Path, summary: FigureSummary, rep
         source=exp.source if exp else "",
         summary=summary,
         summary_path=path,
-        staleness=staleness(prov.commit, summary.depends_on, prov.dirty_files, repo, kind=summary.kind),
+        staleness=result_staleness(
+            prov.commit, summary.depends_on, prov.dirty_files, summary.drawn, repo, kind=summary.kind
+        ),
         cards=[card_of(h, points) for h in summary.headlines],
         figures=[folder / f for f in summary.files.figures if present[f]],
         report=folder / summary.files.report if summary.files.report and present[summary.files.report] else None,

@@ -39,6 +39,16 @@ docstrings: a `.py` file whose syntax tree, docstrings left out, is the same at 
 change (`same_code`), so correcting what a docstring says of a measurement does not stale the
 hours of results that ran on that code.
 
+A report is drawn from its saved points by code of its own (`DRAWING`: the claims judged on them,
+the report, its tables, plots and summary), which a replay that keeps its points applies whole:
+it draws with the code it loaded, whatever code the points ran on (replays.sweep keeps a run
+whose platform code is unchanged; a model figure's kept points, replays.keptpoints). The summary
+records that tree (`drawn`, replays.evidence.loaded_tree), and `result_staleness` judges the two
+parts apart: a change to drawing code counts only since the tree that drew the report, any other
+change since the tree its points ran on. A result stale by drawing code alone says so (`redraw`):
+`testbed replay NAME` (no --fresh) keeps its runs and redraws it in seconds, where the runs are
+(results/NAME/points/, which git does not hold: on the machine that ran them).
+
 A result whose commit git does not know (a shallow clone, a rewritten branch, no commit recorded)
 has **unknown provenance**: nothing can be said about it.
 """
@@ -56,6 +66,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from replays.evidence import Tree
 from replays.imports import closure_at
 from replays.provenance import REPO
 
@@ -102,6 +113,23 @@ PAGE = (
     # drawing of numbers already measured, which no benchmark run imports
     "replays/benchfigures.py",
 )
+#: the code that draws a result from its saved points, applied whole by a redraw (module doc):
+#: nothing a point measures is computed with it (the figure schemas import replays.claims for the
+#: types of a figure file's `claims:`, not to run anything); the papers' numbers (results/reference/)
+#: are not in it, as a model figure's points can read them
+DRAWING = (
+    "replays/catalogue.py",
+    "replays/claims.py",
+    "replays/decomposition.py",
+    "replays/dvfclocks.py",
+    "replays/evidence.py",
+    "replays/figsummary.py",
+    "replays/matrix_report.py",
+    "replays/modelfig_report.py",
+    "replays/outputs.py",
+    "replays/report.py",
+    "replays/schemefig_report.py",
+)
 #: the dependency of a result that runs every topology file (it lists the folder): a file added
 #: there counts, where for any other result it is no change (see the module doc)
 TOPOLOGY_FILES = "topologies/*.yaml"
@@ -113,6 +141,7 @@ class Staleness(BaseModel):
     state: Literal["current", "stale", "unknown provenance"]
     changed: list[str] = Field(default_factory=list, description="dependencies that changed since, in path order")
     reason: str = Field(default="", description="why unknown, in words")
+    redraw: bool = Field(default=False, description="stale by drawing code alone (DRAWING): redrawn, not run again")
 
     @property
     def text(self) -> str:
@@ -120,6 +149,11 @@ class Staleness(BaseModel):
         if self.state == STALE:
             names = ", ".join(self.changed[:SHOWN])
             more = f" and {len(self.changed) - SHOWN} more" if len(self.changed) > SHOWN else ""
+            if self.redraw:
+                return (
+                    f"stale: {names}{more} changed since it was drawn; drawing code only: a replay without --fresh "
+                    "keeps its runs (where its points/ folder has them) and redraws it"
+                )
             return f"stale: {names}{more} changed since it ran"
         if self.state == UNKNOWN:
             return f"unknown provenance ({self.reason})" if self.reason else UNKNOWN
@@ -228,6 +262,32 @@ def staleness(
     against_tree with `rev` as the tree, which has no local changes of its own. `kind`: the
     result's (replays.evidence), which names its entry modules."""
     return against_tree(commit, dirty_files, rev, {}, depends_on, repo, kind)
+
+
+def result_staleness(
+    commit: str | None,
+    depends_on: list[str],
+    dirty_files: dict[str, str | None] | None = None,
+    drawn: Tree | None = None,
+    repo: Path = REPO,
+    rev: str = "HEAD",
+    kind: str | None = None,
+) -> Staleness:
+    """A result's state with its drawing judged apart (module doc): changes since `commit` (its
+    points' tree) to anything but drawing code, and changes to drawing code since `drawn` (the
+    tree that drew its report; None: the points' tree). `redraw` where only drawing code changed."""
+    ran = staleness(commit, depends_on, dirty_files, repo, rev, kind)
+    if ran.state != STALE:
+        return ran
+    drawing = [p for p in ran.changed if p in DRAWING]
+    if drawn is not None and drawing:
+        since = staleness(drawn.commit, depends_on, drawn.dirty_files, repo, rev, kind)
+        if since.state != UNKNOWN:  # a tree git does not know: judged as drawn with the points
+            drawing = [p for p in since.changed if p in DRAWING]
+    changed = sorted({*(p for p in ran.changed if p not in DRAWING), *drawing})
+    if not changed:
+        return Staleness(state=CURRENT)
+    return Staleness(state=STALE, changed=changed, redraw=not any(p not in DRAWING for p in changed))
 
 
 def _unknown(commit: str | None, repo: Path) -> Staleness | None:

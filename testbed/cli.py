@@ -31,6 +31,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -489,12 +490,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Each figure of the name or group through its kind's evaluator (replays.framework): emulated
-    runs, or the closed-form and flow models for the model figures (Figs. 6-7, no emulation)."""
+    runs, or the closed-form and flow models for the model figures (Figs. 6-7, no emulation).
+    `stale`: a figure stale by drawing code alone keeps its runs and is redrawn, the others run afresh."""
+    from replays import evidence
+
+    evidence.loaded_tree()  # the tree its reports are drawn with, read before their code loads
     from replays import figure, framework
 
     group = figure.group_names(args.figure)
+    redraw: set[str] = set()
     if args.figure == STALE_GROUP:
-        group = _stale_figures(Path(args.results))
+        group, redraw = _stale_figures(Path(args.results))
         if not group:
             print("every shipped figure's committed result is current: nothing to replay")
             return 0
@@ -514,7 +520,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with _over_cluster(args):
         for name in names:
             kind = framework.kind_of(name)
-            done = kind.replay(name, opts)
+            done = kind.replay(name, replace(opts, fresh=False) if name in redraw else opts)  # kept runs redrawn
             if done.nothing:
                 print(done.nothing)
                 continue
@@ -534,21 +540,25 @@ def cmd_replay(args: argparse.Namespace) -> int:
 STALE_GROUP = "stale"
 
 
-def _stale_figures(results: Path) -> list[str]:
+def _stale_figures(results: Path) -> tuple[list[str], set[str]]:
     """The figures `testbed report` marks stale (or of unknown provenance, unreadable, quick only,
-    never run), in the page's order; the matrix's and benchmarks' commands among them are printed,
+    never run), in the page's order, and those among them stale by drawing code alone (a redraw,
+    replays.staleness.DRAWING); the matrix's and benchmarks' commands among them are printed,
     not run (they are not figures: `testbed matrix`, scripts/bench_*.sh)."""
     from replays import figure, reproduction
 
     redo = reproduction.to_redo(reproduction.collect(results, REPO_DIR))
     figures = set(figure.figure_names("all"))
     names = [e.name for e in redo if e.name in figures]
+    redraw = {e.name for e in redo if e.name in figures and e.staleness is not None and e.staleness.redraw}
     others = [e for e in redo if e.name not in figures]
     if names:
         print(f"to replay ({len(names)}): {', '.join(names)}")
+    if redraw:
+        print(f"of which stale by drawing code alone, redrawn from their runs: {', '.join(sorted(redraw))}")
     for e in others:
         print(f"also out of date, not a figure: {e.name}: {e.command}")
-    return names
+    return names, redraw
 
 
 def _over_cluster(args: argparse.Namespace) -> contextlib.AbstractContextManager:
@@ -564,6 +574,9 @@ def _over_cluster(args: argparse.Namespace) -> contextlib.AbstractContextManager
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     """The matrix: a figure kind of replays.framework (each cell an emulated run)."""
+    from replays import evidence
+
+    evidence.loaded_tree()  # the tree its report is drawn with, read before its code loads
     from replays import framework
 
     opts = framework.ReplayOptions(

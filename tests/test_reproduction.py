@@ -293,8 +293,9 @@ def test_replay_stale_picks_the_figures_and_names_the_other_commands(tmp_path, c
     from testbed.cli import _stale_figures
 
     results = build_results(tmp_path)  # judged against this repository: commit 0000... is unknown
-    names = _stale_figures(results)
+    names, redraw = _stale_figures(results)
     out = capsys.readouterr().out
+    assert redraw == set()  # unknown provenance: run again, not redrawn
     assert "fig13" in names and "fig1" in names and "matrix" not in names and "bct" not in names
     assert "also out of date, not a figure: matrix: testbed matrix" in out
     assert "also out of date, not a figure: bct: scripts/bench_bct.sh" in out

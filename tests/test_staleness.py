@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from replays import provenance
-from replays.staleness import CURRENT, JUDGES, STALE, UNKNOWN, staleness
+from replays.evidence import Tree
+from replays.staleness import CURRENT, DRAWING, JUDGES, STALE, UNKNOWN, result_staleness, staleness
 from tests.evidence_helpers import commit_all, git, init_repo
 
 
@@ -244,3 +245,51 @@ def test_a_figures_kind_names_where_its_code_starts():
     )  # fmt: skip
     assert entry_modules(deps, None) == ENTRIES == entry_modules(deps, "benchmark")
     assert entry_modules(["workloads/figures/x.yaml"], "figure") == ()  # no replays/ folder: the folder rule
+
+
+def test_drawing_code_counts_since_the_tree_that_drew_the_report(tmp_path):
+    """An emulated figure's points ran on `first`; its claims code (DRAWING) changed since. Drawn
+    by the points' tree, it is stale by drawing code alone (`redraw`: kept runs redrawn);
+    redrawn on the new tree (the summary's `drawn`), current. A platform change after that is a
+    change since it ran, whatever tree drew it; a drawn tree git does not know counts for nothing."""
+    r = tmp_path / "repo"
+    init_repo(r)
+    for d in ("replays", "runs"):
+        (r / d).mkdir()
+        (r / d / "__init__.py").write_text("")
+    (r / "replays" / "sweep.py").write_text("from replays import report\nfrom runs import engine\n")
+    (r / "replays" / "report.py").write_text("from replays import claims\n")
+    for name in ("replays/claims.py", "runs/engine.py", "runs/predict.py", "runs/steptime.py"):
+        (r / name).write_text("a = 1\n")
+    deps = ["fig.yaml", "replays/", "runs/"]
+    (r / "fig.yaml").write_text("title: a\n")
+    first = commit_all(r, "the points ran here")
+    assert "replays/claims.py" in DRAWING and "replays/report.py" in DRAWING
+    (r / "replays" / "claims.py").write_text("a = 2\n")
+    second = commit_all(r, "how a claim is judged")
+
+    s = result_staleness(first, deps, repo=r, kind="figure")
+    assert (s.state, s.changed, s.redraw) == (STALE, ["replays/claims.py"], True)
+    assert s.text == (
+        "stale: replays/claims.py changed since it was drawn; drawing code only: a replay without --fresh "
+        "keeps its runs (where its points/ folder has them) and redraws it"
+    )
+    assert staleness(first, deps, repo=r, kind="figure").changed == ["replays/claims.py"]  # the plain rule
+    redrawn = Tree(commit=second)
+    assert result_staleness(first, deps, drawn=redrawn, repo=r, kind="figure").state == CURRENT
+
+    (r / "runs" / "engine.py").write_text("a = 2\n")
+    commit_all(r, "what a run measures")
+    s = result_staleness(first, deps, drawn=redrawn, repo=r, kind="figure")
+    assert (s.state, s.changed, s.redraw) == (STALE, ["runs/engine.py"], False)
+    assert s.text == "stale: runs/engine.py changed since it ran"
+    (r / "replays" / "claims.py").write_text("a = 3\n")
+    commit_all(r, "the claims again")
+    s = result_staleness(first, deps, drawn=redrawn, repo=r, kind="figure")
+    assert (s.changed, s.redraw) == (["replays/claims.py", "runs/engine.py"], False)
+
+    unknown = Tree(commit="0" * 40)
+    assert result_staleness(second, deps, drawn=unknown, repo=r, kind="figure").changed == [
+        "replays/claims.py", "runs/engine.py",
+    ]  # fmt: skip
+    assert result_staleness("0" * 40, deps, drawn=redrawn, repo=r).state == UNKNOWN

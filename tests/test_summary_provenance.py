@@ -1,14 +1,16 @@
-"""A replay's summary.json names the tree its points started on, not the one that wrote its report.
+"""A replay's summary.json names the tree its points started on, not the one that wrote its report,
+and beside it the tree whose code drew the report (`drawn`).
 
 A replay runs for 20 minutes; a commit made meanwhile must not pass for the code its points ran
-on (staleness compares that commit with the files the result depends on)."""
+on (staleness compares that commit with the files the result depends on). A replay that kept
+points run on older code draws them with the code it loaded: `drawn` says which."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from replays import figsummary, outputs
-from replays.evidence import read_summary
+from replays.evidence import loaded_tree, read_summary
 from replays.provenance import capture
 from topologies.files import write_json_atomic
 
@@ -34,6 +36,8 @@ def test_the_summary_keeps_the_start_provenance_from_run_json(tmp_path: Path):
     assert summary.provenance.commit == "a" * 40
     assert summary.provenance.date == "2026-11-29T18:00:00+00:00"
     assert summary.provenance.wall_s == 580.0
+    assert summary.drawn is not None and summary.drawn == loaded_tree()  # this process's tree, not run.json's
+    assert summary.drawn.commit == capture().commit != "a" * 40
 
 
 def test_without_a_run_record_the_summary_names_the_tree_that_drew_it(tmp_path: Path):
