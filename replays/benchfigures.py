@@ -41,7 +41,7 @@ from typing import Any
 from emulation.wire import header_factor
 from replays.benchdata import bench_data_path, read_data_bytes
 from replays.evidence import BENCH_SUFFIX, Files, SummaryError, read_summary, write_summary
-from replays.outputs import DPI, csv_text, palette_png, pyplot
+from replays.outputs import csv_text, png_bytes, pyplot
 from replays.reproduction import CSV_KEY
 from topologies.files import atomic_path
 from topologies.spec import DEFAULT_MTU
@@ -964,8 +964,6 @@ def _problem(err: BaseException) -> str:
 
 def _render(stem: str, data: Any, chart: Chart | None, problem: str, source: str) -> tuple[bytes, str]:
     """The PNG's bytes; where drawing fails, a figure saying why (and the problem)."""
-    import io
-
     plt = pyplot()
     size = chart.size if chart else (8.0, 3.0)
     fig = plt.figure(figsize=size, layout="constrained")
@@ -981,10 +979,7 @@ def _render(stem: str, data: Any, chart: Chart | None, problem: str, source: str
         fig.text(0.5, 0.5, f"{stem}.json lacks what this figure needs:\n{problem}\n(see {stem}.md)", ha="center",
                  va="center", fontsize=10, wrap=True)  # fmt: skip
     fig.suptitle(f"{stem} benchmark: {what}\n{provenance_line(data)}", fontsize=10)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return palette_png(buf.getvalue(), {"Title": f"{stem} benchmark", SOURCE_KEY: source}), problem
+    return png_bytes(fig, {"Title": f"{stem} benchmark", SOURCE_KEY: source}), problem
 
 
 def _write_if_changed(path: Path, content: bytes) -> bool:

@@ -56,6 +56,8 @@ class ModelValue:
     unfaithful_reason: str = ""
     compress: float = 1.0
     rest_s: float | None = None
+    link_s: float | None = None
+    mtu: int | None = None
     bct_paper: float | None = None
 
     @property

@@ -70,15 +70,23 @@ def pyplot() -> Any:
 
 
 def save_png(canvas: Any, path: Path, dpi: int = DPI) -> Path:
-    """Save a matplotlib figure as a palette PNG (`palette_png`) and close it; the one place a
+    """Save a matplotlib figure as a palette PNG (`png_bytes`) and close it; the one place a
     replay's figures are written."""
+    data = png_bytes(canvas, dpi=dpi)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return path
+
+
+def png_bytes(canvas: Any, text: Mapping[str, str] | None = None, dpi: int = DPI) -> bytes:
+    """A matplotlib figure as palette PNG bytes (`palette_png`, `text` its metadata), the figure
+    closed: what save_png writes, and what the benchmarks' figures (replays.benchfigures) compare
+    with the file before writing it."""
     buf = io.BytesIO()
     canvas.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     pyplot().close(canvas)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(palette_png(buf.getvalue()))
-    return path
+    return palette_png(buf.getvalue(), text)
 
 
 def palette_png(png: bytes, text: Mapping[str, str] | None = None) -> bytes:

@@ -116,6 +116,18 @@ class Row:
         return d.rest_s if d else None
 
     @property
+    def link_s(self) -> float | None:
+        """The busy time of the one link busy longest in a step (runs.steptime), emulated seconds,
+        mean over repetitions; None unless every repetition measured it."""
+        d = decomp.decompose(self)
+        return d.link_s / d.compress if d and d.link_s is not None and d.compress else None
+
+    @property
+    def mtu(self) -> int | None:
+        """The MTU the point's network ran at (its run summary's), for the wire's header share."""
+        return self.summaries[0].mtu if self.summaries else None
+
+    @property
     def paper_bcts(self) -> list[float] | None:
         """Per repetition, the BCT in paper-equivalent seconds (replays.decomposition: its measured
         communication x compress + the rest); None unless every repetition split its steps."""

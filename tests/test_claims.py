@@ -28,8 +28,11 @@ def row(series: str, bct: float | None, group: str = "A", x: float | None = None
         "predicted_placement": pred.get("placed", {}),
         "fidelity": {"faithful": faithful, "reason": "ok" if faithful else "machine starved, link at 40%"},
     }
-    if "split" in pred:  # (communication, rest) of a step, measured (runs.steptime)
-        s["step_split"] = {k: {"n": 5, "mean": v} for k, v in zip(("comm_s", "rest_s"), pred["split"], strict=True)}
+    if "split" in pred:  # (communication, rest[, the busiest link's busy time]) of a step (runs.steptime)
+        keys = ("comm_s", "rest_s", "link_s")[: len(pred["split"])]
+        s["step_split"] = {k: {"n": 5, "mean": v} for k, v in zip(keys, pred["split"], strict=True)}
+    if "mtu" in pred:
+        s["mtu"] = pred["mtu"]
     return Row(p, bcts=[bct], summaries=[summary_of(s)])
 
 
@@ -185,6 +188,14 @@ def test_a_point_above_its_bound_names_the_term_of_eq1_the_difference_is_in():
     )
     (inside,) = judge(c, [row("v", 1.60, x=5, predicted=model, split=(1.40, 0.20))])
     assert inside.holds is True and "Eq. 1" not in inside.detail
+    # with the busiest link's own busy time and the MTU: the method's two parts of the excess shown
+    (wire,) = judge(c, [row("v", 1.90, x=6, predicted=model, split=(1.78, 0.12, 1.70), mtu=1500)])
+    assert wire.detail.endswith(
+        "; by Eq. 1's terms, communication 1.78 s measured (the links' busy time; the busiest link alone 1.70 s) "
+        "vs T_pull + T_push 1.64 s (+0.14 s; 1.71 s with TCP/IP and Ethernet headers at MTU 1500), the rest of a "
+        "step 0.12 s vs T_compute + T_ps_update + T_sync 0.02 s (+0.10 s): most of the difference is in the "
+        "communication (T_pull + T_push)"
+    )
 
 
 def test_an_unfaithful_point_leaves_the_claims_resting_on_it_not_judged():
