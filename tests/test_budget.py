@@ -116,6 +116,22 @@ def test_a_scheme_job_needs_far_less_than_a_tf_job(tmp_path):
     assert budget.problems(tf, MACHINE) and not budget.problems(ring, MACHINE)
 
 
+def test_the_offered_load_of_a_large_network_is_taken_over_a_spread_of_its_pairs(monkeypatch):
+    """64 hosts (4,032 pairs): the mean hop count over 1,000 evenly spread pairs gives the offered
+    load of every pair's within 0.5%, and the sample holds every source host."""
+    spec = parse_spec(
+        {"kind": "leafspine", "spines": 2, "leaves": 4, "hosts_per_leaf": 16, "worker_mbps": 1000, "scale": 250}
+    )
+    net = build_network(spec)
+    pairs = [(a.name, b.name) for a in net.workers() for b in net.workers() if a.name != b.name]
+    sample = budget.hop_sample(pairs)
+    assert len(sample) == budget.HOP_PAIRS == 1000 and {a for a, _ in sample} == {w.name for w in net.workers()}
+    sampled = budget.offered_load_mbps(spec, "ring", net)
+    monkeypatch.setattr(budget, "HOP_PAIRS", len(pairs))
+    every = budget.offered_load_mbps(spec, "ring", net)
+    assert every > 0 and abs(sampled / every - 1) < 0.005, (sampled, every)
+
+
 # ---------------------------------------------------------------- the override
 
 
